@@ -1,0 +1,3 @@
+from bootwatch.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""The pipeline, offline or live: chunks of bytes -> prefilter -> lines -> tracker -> events.
+
+The same `Analyzer` serves `report` (a file read to its end), `replay` and the live commands, so every
+test on a recorded log exercises the live path too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from bootwatch.engines import RuleBook, load_rulebook
+from bootwatch.engines.prefilter import Prefilter
+from bootwatch.errors import UsageError
+from bootwatch.lines import Normalizer
+from bootwatch.lines.ansi import strip_ansi_bytes
+from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.tracker import Event, Tracker
+
+_book_cache: dict[tuple[str, ...], tuple[RuleBook, Prefilter]] = {}
+
+
+def rules_for(extra: Iterable[os.PathLike[str] | str] = ()) -> tuple[RuleBook, Prefilter]:
+    key = tuple(str(p) for p in extra)
+    if key not in _book_cache:
+        book = load_rulebook([Path(p) for p in key])
+        _book_cache[key] = (book, Prefilter(book))
+    return _book_cache[key]
+
+
+def looks_binary(head: bytes) -> bool:
+    """A log is text: NUL bytes or mostly control bytes mean someone pointed us at something else."""
+    if not head:
+        return False
+    sample = head[:65536]
+    if sample.count(b"\x00") > len(sample) // 100:
+        return True
+    ctrl = sum(1 for b in sample if b < 32 and b not in (9, 10, 13, 27)) + sample.count(b"\x7f")
+    return ctrl > len(sample) // 10
+
+
+class Analyzer:
+    """Feed it chunks of complete lines; it keeps line numbers and hands lines to the tracker."""
+
+    def __init__(self, engine: str | None = None, rules: Iterable[os.PathLike[str] | str] = (),
+                 year: int | None = None, clock: str = "log", tracker: Tracker | None = None) -> None:
+        book, self.prefilter = rules_for(rules)
+        self.tracker = tracker or Tracker(book, engine=engine)
+        self.normalizer = Normalizer(year)
+        self.next_no = 1  # number of the next physical line
+        self.clock = clock  # "log": times from the log's prefixes; "arrival": the time passed to feed
+        self.lines_seen = 0
+        self.bytes_seen = 0
+
+    def feed(self, data: bytes, now: float | None = None) -> list[Event]:
+        """`data` holds complete lines (each ends with \\n)."""
+        if not data:
+            return []
+        self.bytes_seen += len(data)
+        data = strip_ansi_bytes(data)
+        tracker = self.tracker
+        starts = self.prefilter.line_starts(data)
+        events: list[Event] = []
+        count, find = data.count, data.find
+        pos, no, i, n = 0, self.next_no, 0, len(data)
+        while pos < n:
+            if not tracker.wants_all_lines:
+                while i < len(starts) and starts[i] < pos:
+                    i += 1
+                if i == len(starts):
+                    break
+                target = starts[i]
+                no += count(b"\n", pos, target)
+                pos = target
+            end = find(b"\n", pos)
+            if end < 0:
+                end = n
+            events += self._line(no, data[pos:end], now)
+            pos, no = end + 1, no + 1
+        no += count(b"\n", pos) if pos < n else 0
+        self.lines_seen += no - self.next_no
+        self.next_no = no
+        self._note_last(data, no - 1, now)
+        return events
+
+    def _line(self, no: int, raw: bytes, now: float | None) -> list[Event]:
+        text = raw.decode("utf-8", "replace")
+        out: list[Event] = []
+        for line in self.normalizer.lines(no, text):
+            if self.clock == "arrival":
+                line.t = now
+            out += self.tracker.feed(line)
+        return out
+
+    def _note_last(self, data: bytes, last_no: int, now: float | None) -> None:
+        """The log's clock at the end of the chunk, for the duration of the phase still running."""
+        launch = self.tracker.launch
+        if launch is None:
+            return
+        if self.clock == "arrival":
+            launch.last_t = now
+        else:
+            start = data.rfind(b"\n", 0, len(data) - 1) + 1
+            for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
+                if line.t is not None:
+                    launch.last_t = line.t
+        launch.last_no = max(launch.last_no, last_no)
+
+    def finish(self) -> list[Event]:
+        return self.tracker.finish()
+
+    def summary(self) -> dict[str, Any]:
+        s = self.tracker.summary()
+        s["lines"] = self.lines_seen
+        return s
+
+
+def analyze_file(f, analyzer: Analyzer) -> None:  # noqa: ANN001 - a binary file object
+    chunker = LineChunker()
+    first = True
+    while True:
+        block = f.read(READ_SIZE)
+        if not block:
+            break
+        if first:
+            first = False
+            if looks_binary(block):
+                raise UsageError("this looks like binary data, not a server log")
+        analyzer.feed(chunker.push(block))
+    analyzer.feed(chunker.flush())
+    analyzer.truncated_lines = chunker.truncated_lines
+
+
+def open_log(path: os.PathLike[str] | str):  # noqa: ANN201
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{p}: no such file")
+    if p.is_dir():
+        raise UsageError(f"{p}: is a directory, not a log file")
+    try:
+        return p.open("rb")
+    except OSError as e:
+        raise UsageError(f"{p}: cannot open: {e.strerror}") from None
+
+
+def year_of(path: os.PathLike[str] | str) -> int | None:
+    import time
+
+    try:
+        return time.gmtime(os.stat(path).st_mtime).tm_year
+    except OSError:
+        return None
+
+
+def analyze_path(path: os.PathLike[str] | str, engine: str | None = None,
+                 rules: Iterable[os.PathLike[str] | str] = ()) -> dict[str, Any]:
+    """`report` in one call: the summary of the last launch in the file."""
+    analyzer = Analyzer(engine=engine, rules=rules, year=year_of(path))
+    with open_log(path) as f:
+        try:
+            analyze_file(f, analyzer)
+        except OSError as e:
+            raise UsageError(f"{path}: read failed: {e.strerror or e}") from None
+    analyzer.finish()
+    s = analyzer.summary()
+    s["truncated_lines"] = getattr(analyzer, "truncated_lines", 0)
+    return s

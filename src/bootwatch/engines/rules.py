@@ -1,0 +1,160 @@
+"""Load engine rule files (TOML) and compile them.
+
+A rule file names an engine and lists rules by kind. Every rule has a `pattern` (a regular expression
+searched in the message, i.e. the line without its time/level/process prefix) and an `example`: a real log
+line it must match, which the tests check against the real logs in the corpus and fixtures. Patterns must
+also compile under RE2 (no look-arounds or back-references): all patterns together form the prefilter
+that lets bootwatch skip uninteresting lines at C speed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from bootwatch.errors import UsageError
+
+KINDS = ("detect", "launch", "flag", "phase", "progress", "ready", "fatal", "suspect", "detail", "benign",
+         "fact", "warning", "category")
+FATAL_ROLES = ("cause", "death", "wrapper", "cause_before")
+ENGINES = ("sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown")
+
+
+@dataclass(slots=True)
+class Rule:
+    kind: str
+    regex: re.Pattern[str]
+    source: str  # "file.toml#phase[3]", for messages and tests
+    example: str | list[str] | None = None
+    name: str | None = None  # phase name, fact name, warning kind, flag name, category
+    role: str | None = None  # fatal: cause | death | wrapper | cause_before
+    category: str | None = None
+    repeat: str | None = None  # phase: what a second occurrence from the same process means
+    done: bool = False  # phase: this line ends the phase rather than starting it
+    draft: bool = False  # phase: it is the draft model's (speculative decoding)
+    unless: str | None = None  # ready: not when this flag is set
+    sets: str | None = None  # any rule: flag set when it matches
+    message: str | None = None  # warning: what to tell the user
+    weight: int = 1  # detect
+    levels: tuple[str, ...] = ()  # only lines at these levels
+
+
+@dataclass
+class EngineRules:
+    name: str
+    rules: dict[str, list[Rule]] = field(default_factory=lambda: {k: [] for k in KINDS})
+
+    def add(self, other: EngineRules) -> None:
+        for k in KINDS:
+            self.rules[k].extend(other.rules[k])
+
+    def __getitem__(self, kind: str) -> list[Rule]:
+        return self.rules[kind]
+
+    def all(self):
+        for k in KINDS:
+            yield from self.rules[k]
+
+
+@dataclass
+class RuleBook:
+    """The compiled rules of every engine, each already merged with the shared files it extends."""
+
+    engines: dict[str, EngineRules]
+    detect: list[tuple[str, Rule]]  # (engine, rule) pairs over all engines
+    launch: list[tuple[str, Rule]]
+
+    def for_engine(self, name: str) -> EngineRules:
+        return self.engines.get(name) or self.engines["unknown"]
+
+    def all_rules(self):
+        seen = set()
+        for er in self.engines.values():
+            for r in er.all():
+                if id(r) not in seen:
+                    seen.add(id(r))
+                    yield r
+
+
+def _compile(pattern: str, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise UsageError(f"{where}: bad pattern {pattern!r}: {e}") from None
+
+
+def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules]:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{origin}: not valid TOML: {e}") from None
+    name = doc.get("engine")
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{origin}: needs a top-level `engine = \"name\"`")
+    extends = doc.get("extends", [])
+    er = EngineRules(name)
+    for kind in KINDS:
+        entries = doc.get(kind, [])
+        if not isinstance(entries, list):
+            raise UsageError(f"{origin}: `{kind}` must be an array of tables ([[{kind}]])")
+        for i, e in enumerate(entries):
+            where = f"{origin}#{kind}[{i}]"
+            if not isinstance(e, dict) or "pattern" not in e:
+                raise UsageError(f"{where}: needs a `pattern`")
+            unknown = set(e) - {"pattern", "example", "name", "role", "category", "repeat", "done", "unless",
+                                "sets", "message", "weight", "levels", "note", "draft"}
+            if unknown:
+                raise UsageError(f"{where}: unknown keys {sorted(unknown)}")
+            role = e.get("role")
+            if kind == "fatal" and role not in FATAL_ROLES:
+                raise UsageError(f"{where}: role must be one of {FATAL_ROLES}")
+            if kind in ("phase", "progress", "fact", "warning", "flag", "category") and not e.get("name") \
+                    and kind != "fact":
+                raise UsageError(f"{where}: needs a `name`")
+            er.rules[kind].append(Rule(
+                kind=kind, regex=_compile(e["pattern"], where), source=where, example=e.get("example"),
+                name=e.get("name"), role=role, category=e.get("category"), repeat=e.get("repeat"),
+                done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"), sets=e.get("sets"),
+                message=e.get("message"), weight=int(e.get("weight", 1)), levels=tuple(e.get("levels", ())),
+            ))
+    return name, list(extends), er
+
+
+def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
+    """Built-in rules plus the user's files; a user file for an existing engine adds to its rules."""
+    parsed: dict[str, tuple[list[str], EngineRules]] = {}
+    for entry in sorted(resources.files("bootwatch.engines").joinpath("data").iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".toml"):
+            continue
+        name, ext, er = parse_rule_file(entry.read_text("utf-8"), entry.name)
+        parsed[name] = (ext, er)
+    for path in extra or []:
+        try:
+            text = Path(path).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read rule file {path}: {e}") from None
+        name, ext, er = parse_rule_file(text, str(path))
+        if name in parsed:
+            old_ext, old = parsed[name]
+            # User rules go first so that they win where rules compete.
+            er.add(old)
+            parsed[name] = (sorted(set(old_ext) | set(ext)), er)
+        else:
+            parsed[name] = (ext or ["python", "uvicorn"], er)
+    engines: dict[str, EngineRules] = {}
+    for name, (ext, er) in parsed.items():
+        if name in ("python", "uvicorn"):
+            continue
+        merged = EngineRules(name)
+        merged.add(er)
+        for base in ext:
+            if base not in parsed:
+                raise UsageError(f"{name}: extends unknown rule set {base!r}")
+            merged.add(parsed[base][1])
+        engines[name] = merged
+    detect = [(n, r) for n, er in engines.items() for r in er["detect"] if n != "unknown"]
+    launch = [(n, r) for n, er in engines.items() for r in er["launch"]]
+    return RuleBook(engines, detect, launch)

@@ -1,0 +1,64 @@
+"""Physical log lines in, `Line`s out: ANSI stripped, \\r updates split, glued messages separated."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from bootwatch.lines.ansi import strip_ansi
+from bootwatch.lines.line import Line
+from bootwatch.lines.prefixes import parse_prefix
+
+# A tqdm bar that had no newline before the next log record: "…0/1 [00:00<?, ?it/s][2026-05-25 17:26:25 TP1] …".
+_BAR_END = re.compile(r"\d+/\d+ \[(?:\d|\?)[^\[\]]*\]")
+# Where a new record can start after a bar: SGLang stamp, vLLM process tag or logger prefix, Python logging.
+_RECORD_START = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\([A-Za-z_][\w\-]*(?: [\w=]+)*? pid=\d+\)"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+)
+
+
+def split_glued(segment: str) -> list[str]:
+    """Split records that a progress bar without a trailing newline glued together."""
+    out: list[str] = []
+    while True:
+        bar = _BAR_END.search(segment)
+        if not bar:
+            break
+        start = _RECORD_START.match(segment, bar.end())
+        if not start or bar.end() == 0:
+            break
+        out.append(segment[: bar.end()])
+        segment = segment[bar.end():]
+    out.append(segment)
+    return out
+
+
+def segments(text: str) -> list[tuple[str, bool]]:
+    """ANSI-free segments of one physical line, each flagged True when a later \\r update supersedes it."""
+    text = strip_ansi(text)
+    parts = [text] if "\r" not in text else [p for p in text.split("\r") if p.strip()] or [""]
+    out: list[tuple[str, bool]] = []
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        glued = split_glued(part) if "/" in part else [part]
+        for j, g in enumerate(glued):
+            out.append((g, i < last and j == len(glued) - 1))
+    return out
+
+
+class Normalizer:
+    """Turns physical lines into `Line`s; remembers the year so vLLM's yearless stamps get one."""
+
+    def __init__(self, year: int | None = None) -> None:
+        self.year = year or time.gmtime().tm_year
+
+    def lines(self, no: int, text: str) -> list[Line]:
+        out = []
+        for seg, update in segments(text):
+            p = parse_prefix(seg, self.year)
+            if p.ymd:
+                self.year = p.ymd[0]
+            out.append(Line(no, p.text, seg, p.t, p.level, p.proc, p.fmt, update))
+        return out

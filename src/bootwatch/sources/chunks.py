@@ -1,0 +1,72 @@
+"""Cut a byte stream into chunks of complete lines, with memory bounded whatever the line lengths."""
+
+from __future__ import annotations
+
+READ_SIZE = 1 << 20
+MAX_LINE = 1 << 20  # a line longer than this keeps only its head and tail
+KEEP = 64 << 10
+
+
+class LineChunker:
+    """Push bytes in, get back bytes that end on a line boundary; the partial last line is held."""
+
+    def __init__(self) -> None:
+        self._partial = bytearray()
+        self._tail = bytearray()  # the end of an over-long line, rolling
+        self._long = False
+        self._dropped = 0  # bytes of the current over-long line that were not kept
+        self.truncated_lines = 0
+
+    def _grow(self, piece: bytes | memoryview) -> None:
+        if not self._long:
+            if len(self._partial) + len(piece) <= MAX_LINE:
+                self._partial += piece
+                return
+            # Over-long: keep the head (where the message starts) and a rolling tail (the latest state
+            # of a \r progress bar); drop the middle.
+            self._long = True
+            rest = bytes(self._partial[KEEP:]) + bytes(piece)
+            del self._partial[KEEP:]
+            self._dropped += max(0, len(rest) - KEEP)
+            self._tail = bytearray(rest[-KEEP:])
+            return
+        self._tail += piece
+        if len(self._tail) > KEEP:
+            self._dropped += len(self._tail) - KEEP
+            del self._tail[: len(self._tail) - KEEP]
+
+    def _take_line(self) -> bytes:
+        if self._long:
+            self.truncated_lines += 1
+            line = bytes(self._partial) + f" [... bootwatch cut {self._dropped} bytes ...] ".encode() + bytes(
+                self._tail)
+        else:
+            line = bytes(self._partial)
+        self._partial.clear()
+        self._tail.clear()
+        self._long = False
+        self._dropped = 0
+        return line
+
+    def push(self, data: bytes) -> bytes:
+        first = data.find(b"\n")
+        if first < 0:
+            self._grow(data)
+            return b""
+        last = data.rfind(b"\n")
+        self._grow(memoryview(data)[:first])
+        head = self._take_line()
+        self._grow(memoryview(data)[last + 1:])
+        if first == last:
+            return head + b"\n"
+        return head + data[first : last + 1]
+
+    def flush(self) -> bytes:
+        """End of input: the last line, even without a newline."""
+        if not self._partial and not self._long:
+            return b""
+        return self._take_line() + b"\n"
+
+    @property
+    def pending(self) -> int:
+        return len(self._partial) + len(self._tail)

@@ -1,0 +1,84 @@
+"""Failure evidence gathered during a launch, and the choice of the one line that explains it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bootwatch.tracker.tracebacks import EXC_NAME, Traceback
+
+# Exceptions that mean "someone stopped the process", not "the process broke".
+TERMINATIONS = {"KeyboardInterrupt", "SystemExit", "CancelledError", "asyncio.exceptions.CancelledError",
+                "asyncio.CancelledError", "concurrent.futures._base.CancelledError"}
+
+
+@dataclass
+class Candidate:
+    line_no: int
+    text: str
+    proc: str | None
+    kind: str  # traceback | fatal | loose | suspect | detail | death
+    start_no: int  # where its block began (traceback header), else line_no
+    category: str | None = None
+    context: list[str] = field(default_factory=list)
+    wrapper: bool = False
+    cancelled: bool = False
+    runtime: bool = False  # seen after the server was ready
+
+    @property
+    def termination(self) -> bool:
+        m = EXC_NAME.match(self.text)
+        return bool(m) and m.group(1) in TERMINATIONS and self.kind in ("traceback", "loose")
+
+
+def from_traceback(tb: Traceback) -> Candidate:
+    no, text = tb.root
+    return Candidate(no, text, tb.proc, "traceback", tb.header_no, context=tb.context)
+
+
+def choose(cands: list[Candidate]) -> Candidate | None:
+    """The root cause: the first real exception; wrappers, echoes and terminations only as a last resort."""
+    live = [c for c in cands if not c.cancelled]
+    tiers = (
+        [c for c in live if c.kind in ("traceback", "fatal") and not c.wrapper and not c.termination],
+        [c for c in live if c.kind == "suspect"],
+        [c for c in live if c.kind == "loose" and not c.wrapper and not c.termination],
+        [c for c in live if c.termination],
+        [c for c in live if c.kind in ("traceback", "fatal", "loose") and c.wrapper],
+        [c for c in live if c.kind == "death"],
+    )
+    chosen = None
+    for tier in tiers:
+        if tier:
+            chosen = min(tier, key=lambda c: c.line_no)
+            break
+    if chosen is None:
+        return None
+    # A copy cut short by another process's interleaved write: prefer the complete copy.
+    for c in live:
+        if c.line_no > chosen.line_no and len(c.text) > len(chosen.text) and c.text.startswith(chosen.text):
+            chosen = c
+            break
+    # A line that names the cause more precisely, printed just before or inside the chosen block.
+    for c in live:
+        if c.kind == "detail" and chosen.start_no - 5 <= c.line_no <= chosen.line_no and chosen.kind != "detail":
+            detail = Candidate(c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context)
+            return detail
+    return chosen
+
+
+def same_failure_procs(chosen: Candidate, cands: list[Candidate]) -> list[str]:
+    """The processes (ranks) that raised the same exception: reported once, ranks named."""
+    procs = []
+    for c in cands:
+        if c.text == chosen.text and c.proc and c.proc not in procs:
+            procs.append(c.proc)
+    return procs
+
+
+def failure_json(c: Candidate, procs: list[str]) -> dict[str, Any]:
+    d: dict[str, Any] = {"line_no": c.line_no, "text": c.text, "category": c.category or "unknown",
+                         "context": c.context[-15:]}
+    if procs:
+        d["procs"] = procs
+    return d

@@ -1,0 +1,54 @@
+"""The state of one launch: phases, facts, warnings, evidence, verdict."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from bootwatch.engines.rules import EngineRules
+from bootwatch.tracker.candidates import Candidate
+from bootwatch.tracker.phases import Phase
+
+
+@dataclass
+class Launch:
+    engine: str
+    rules: EngineRules
+    start_line: int
+    start_t: float | None
+    forced_engine: bool = False
+    markers: set[str] = field(default_factory=set)  # launch rules seen (a second one = new launch)
+    phases: list[Phase] = field(default_factory=list)
+    begun: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (proc, rule) -> count
+    flags: set[str] = field(default_factory=set)
+    facts: dict[str, Any] = field(default_factory=dict)
+    fact_lines: dict[str, int] = field(default_factory=dict)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    warned: set[str] = field(default_factory=set)
+    ready: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    runtime_failure: dict[str, Any] | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+    dying: int | None = None  # line of the first evidence of death before ready
+    dying_after_ready: int | None = None
+    last_no: int = 0
+    last_t: float | None = None
+    last_line: str = ""  # the last meaningful line, for live views
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=6))
+
+    @property
+    def current(self) -> Phase | None:
+        return self.phases[-1] if self.phases else None
+
+    @property
+    def progressed(self) -> bool:
+        """Past the point where a second launch marker can still belong to this launch."""
+        if self.ready or self.failure or self.dying or self.candidates:
+            return True
+        return any(p.name not in ("start", "config") for p in self.phases)
+
+    def close_phase(self, no: int, t: float | None) -> None:
+        cur = self.current
+        if cur is not None and cur.end_line is None:
+            cur.end_line, cur.end_t = no, t

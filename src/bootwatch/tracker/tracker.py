@@ -1,0 +1,449 @@
+"""Lines in, events out: launch segmentation, phases, facts, warnings, tracebacks and the verdict.
+
+The tracker never does I/O and never looks at the wall clock itself: live callers pass the time in
+(`settle`, `exited`), so recorded and live input run through exactly the same decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bootwatch.engines.rules import EngineRules, Rule, RuleBook
+from bootwatch.lines import Line
+from bootwatch.tracker import derived
+from bootwatch.tracker.candidates import Candidate, choose, failure_json, from_traceback, same_failure_procs
+from bootwatch.tracker.events import Event
+from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.phases import RANK, Phase
+from bootwatch.tracker.tracebacks import EXC_LINE, TracebackAssembler, is_header
+
+# Prefix families that only one engine prints (vLLM's is also printed by SGLang's bundled vLLM code).
+_FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm"}
+_ALIAS = {"load_draft": "load_weights"}
+_PHASE_CATEGORY = {"download": "weights", "load_weights": "weights", "load_draft": "weights",
+                   "distributed_init": "distributed", "compile": "compile", "cuda_graph": "compile",
+                   "warmup": "warmup", "config": "config", "start": "config", "kv_cache": "oom"}
+
+
+def _value(raw: str) -> Any:
+    s = raw.strip().strip("'\"")
+    if s in ("None", "null", ""):
+        return None
+    if s in ("True", "False"):
+        return s == "True"
+    try:
+        return int(s.replace(",", ""))
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+class Tracker:
+    def __init__(self, book: RuleBook, engine: str | None = None, grace_s: float = 1.5) -> None:
+        self.book = book
+        self.forced = engine
+        self.grace_s = grace_s
+        self.launch: Launch | None = None
+        self.launches = 0
+        self.tb = TracebackAssembler()
+        self.exit_info: dict[str, Any] | None = None
+        self._last_evidence_t: float | None = None
+
+    # ---- input -------------------------------------------------------------------------------------
+    @property
+    def wants_all_lines(self) -> bool:
+        return self.tb.busy
+
+    def feed(self, line: Line) -> list[Event]:
+        ev: list[Event] = []
+        launch = self._segment(line, ev)
+        if line.t is not None:
+            launch.last_t = line.t
+        t = launch.last_t
+        launch.last_no = line.no
+        text = line.text
+
+        if is_header(text):
+            self.tb.start(line)
+        elif self.tb.busy:
+            consumed, done = self.tb.feed(line)
+            if done is not None:
+                self._add_candidate(launch, from_traceback(done), ev)
+            if consumed:
+                return ev
+        rules = launch.rules
+        if launch.engine == "unknown" and not launch.forced_engine:
+            self._detect(launch, line)
+            rules = launch.rules
+
+        benign = any(r.regex.search(text) for r in rules["benign"])
+        for r in rules["flag"]:
+            if r.regex.search(text):
+                launch.flags.add(r.name or "")
+        # Facts come from argument dumps too: a benign line is no evidence, but it still has facts.
+        matched = self._facts(launch, rules, line, ev)
+        matched |= self._warnings(launch, rules, line, t, ev)
+        if launch.ready is None:
+            matched |= self._phases(launch, rules, line, t, ev)
+            matched |= self._progress(launch, rules, line, t, ev)
+            matched |= self._ready(launch, rules, line, t, ev)
+        if not benign:
+            matched |= self._evidence(launch, rules, line, t, ev)
+        if matched or line.level in ("WARNING", "ERROR"):
+            launch.last_line = line.raw
+        launch.recent.append(line.raw)
+        return ev
+
+    def _segment(self, line: Line, ev: list[Event]) -> Launch:
+        cur = self.launch
+        for engine, rule in self.book.launch:
+            if not rule.regex.search(line.text):
+                continue
+            engine = self.forced or engine
+            if cur is None or cur.progressed or rule.source in cur.markers:
+                cur = self._new_launch(line, engine, ev)
+            elif cur.engine == "unknown" and not cur.forced_engine:
+                cur.engine, cur.rules = engine, self.book.for_engine(engine)
+            cur.markers.add(rule.source)
+            return cur
+        if cur is None:
+            cur = self._new_launch(line, self.forced or "unknown", ev)
+        return cur
+
+    def _new_launch(self, line: Line, engine: str, ev: list[Event]) -> Launch:
+        self.tb.flush()
+        self.launches += 1
+        self._last_evidence_t = None
+        launch = Launch(engine, self.book.for_engine(engine), line.no, line.t, forced_engine=bool(self.forced))
+        launch.phases.append(Phase("start", line.no, line.t))
+        self.launch = launch
+        if self.launches > 1:
+            ev.append(Event("launch", line.t, {"line_no": line.no, "launch": self.launches}))
+        return launch
+
+    def _detect(self, launch: Launch, line: Line) -> None:
+        for engine, rule in self.book.detect:
+            if rule.regex.search(line.text):
+                launch.engine, launch.rules = engine, self.book.for_engine(engine)
+                return
+        # No banner seen (e.g. --log-level warning): a prefix only one engine prints is enough.
+        engine = _FMT_ENGINE.get(line.fmt or "")
+        if engine in self.book.engines:
+            launch.engine, launch.rules = engine, self.book.for_engine(engine)
+
+    # ---- rule kinds --------------------------------------------------------------------------------
+    def _facts(self, launch: Launch, rules: EngineRules, line: Line, ev: list[Event]) -> bool:
+        hit = False
+        for r in rules["fact"]:
+            m = r.regex.search(line.text)
+            if not m:
+                continue
+            hit = True
+            groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            if r.name and "value" in groups:
+                groups = {r.name: groups.pop("value"), **groups}
+            for name, raw in groups.items():
+                val = _value(raw)
+                if val is None:
+                    continue
+                if launch.facts.get(name) != val:
+                    launch.facts[name] = val
+                    launch.fact_lines[name] = line.no
+                    ev.append(Event("fact", line.t, {"name": name, "value": val, "line_no": line.no}))
+        if hit:
+            for w in derived.check(launch):
+                self._warn(launch, w["kind"], w["line_no"], w["text"], line.t, ev)
+        return hit
+
+    def _warn(self, launch: Launch, kind: str, no: int, text: str, t: float | None, ev: list[Event]) -> None:
+        if kind in launch.warned:
+            return
+        launch.warned.add(kind)
+        w = {"line_no": no, "kind": kind, "text": text}
+        launch.warnings.append(w)
+        ev.append(Event("warning", t, dict(w)))
+
+    def _warnings(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+                  ev: list[Event]) -> bool:
+        for r in rules["warning"]:
+            if r.regex.search(line.text):
+                text = r.message.format(line=line.text) if r.message else line.text
+                self._warn(launch, r.name or "warning", line.no, text, t, ev)
+                return True
+        return False
+
+    def _begin(self, launch: Launch, name: str, draft: bool, line: Line, t: float | None,
+               ev: list[Event]) -> None:
+        launch.close_phase(line.no, t)
+        launch.phases.append(Phase(name, line.no, t, draft=draft))
+        self._cancel_candidates(launch, line.proc)
+        ev.append(Event("phase", t, {"name": name, "line_no": line.no, "draft": draft, "text": line.text}))
+
+    def _phases(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+                ev: list[Event]) -> bool:
+        for r in rules["phase"]:
+            if not r.regex.search(line.text):
+                continue
+            name = r.name or ""
+            cur = launch.current
+            if r.done:
+                same = cur is not None and _ALIAS.get(cur.name, cur.name) == _ALIAS.get(name, name)
+                if not same and (cur is None or RANK.get(name, 0) > RANK.get(cur.name, 0)):
+                    # An end line with no begin line (older versions print only the end): it did happen.
+                    self._begin(launch, name, r.draft, line, t, ev)
+                    cur, same = launch.current, True
+                if same and cur is not None:
+                    cur.done = True
+                    ev.append(Event("progress", t, {"phase": cur.name, "progress": 1.0, "line_no": line.no}))
+                self._cancel_candidates(launch, line.proc)
+                return True
+            key = (line.proc, r.source)
+            seen = launch.begun.get(key, 0)
+            launch.begun[key] = seen + 1
+            draft = r.draft
+            if seen and r.repeat:
+                name, draft = r.repeat, True
+            if cur is not None and cur.name == name and cur.draft == draft:
+                return True
+            if cur is None or draft or RANK.get(name, 0) > RANK.get(cur.name, 0):
+                self._begin(launch, name, draft, line, t, ev)
+            return True
+        return False
+
+    def _progress(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+                  ev: list[Event]) -> bool:
+        for r in rules["progress"]:
+            m = r.regex.search(line.text)
+            if not m:
+                continue
+            name = r.name or ""
+            cur = launch.current
+            if cur is None:
+                return True
+            if _ALIAS.get(cur.name, cur.name) != name and RANK.get(name, 0) > RANK.get(cur.name, 0):
+                self._begin(launch, name, False, line, t, ev)
+                cur = launch.current
+            elif _ALIAS.get(cur.name, cur.name) != name:
+                return True
+            g = m.groupdict()
+            try:
+                n, total = int(g["n"]), int(g["total"])
+            except (KeyError, TypeError, ValueError):
+                return True
+            if (n, total) != (cur.n, cur.total):
+                cur.n, cur.total = n, total
+                cur.label = g.get("label")
+                ev.append(Event("progress", t, {"phase": cur.name, "n": n, "total": total,
+                                                "progress": cur.progress, "line_no": line.no}))
+            self._cancel_candidates(launch, line.proc)
+            return True
+        return False
+
+    def _ready(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+               ev: list[Event]) -> bool:
+        for r in rules["ready"]:
+            if r.unless and r.unless in launch.flags:
+                continue
+            if r.regex.search(line.text):
+                if launch.dying is not None:
+                    return True  # a ready line after the server started dying is not readiness
+                launch.close_phase(line.no, t)
+                launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
+                launch.ready = {"line_no": line.no, "text": line.text.strip()}
+                self._cancel_candidates(launch, None, everything=True)
+                ev.append(Event("phase", t, {"name": "ready", "line_no": line.no, "draft": False,
+                                             "text": line.text}))
+                ev.append(Event("ready", t, dict(launch.ready)))
+                return True
+        return False
+
+    def _evidence(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+                  ev: list[Event]) -> bool:
+        text = line.text.strip()
+        runtime = launch.ready is not None
+        for r in rules["fatal"]:
+            if not r.regex.search(text) or (r.levels and line.level not in r.levels):
+                continue
+            if r.role in ("cause", "cause_before"):
+                if r.role == "cause":
+                    self._add_candidate(launch, Candidate(line.no, text, line.proc, "fatal", line.no,
+                                                          r.category, list(launch.recent) + [line.raw]), ev)
+                self._mark_dying(launch, line, t)
+            elif r.role == "death":
+                self._add_candidate(launch, Candidate(line.no, text, line.proc, "death", line.no, r.category,
+                                                      list(launch.recent) + [line.raw], wrapper=True), ev)
+                self._mark_dying(launch, line, t)
+            elif r.role == "wrapper":
+                self._mark_dying(launch, line, t)
+            return True
+        if runtime:
+            return False
+        for kind in ("suspect", "detail"):
+            for r in rules[kind]:
+                if r.regex.search(text):
+                    launch.candidates.append(Candidate(line.no, text, line.proc, kind, line.no, r.category,
+                                                       list(launch.recent) + [line.raw]))
+                    return True
+        if EXC_LINE.match(text) and ":" in text and not text[:1].isspace() and _looks_exception(text):
+            self._add_candidate(launch, Candidate(line.no, text, line.proc, "loose", line.no,
+                                                  context=list(launch.recent) + [line.raw]), ev)
+            return True
+        return False
+
+    # ---- evidence and verdict ----------------------------------------------------------------------
+    def _add_candidate(self, launch: Launch, c: Candidate, ev: list[Event]) -> None:
+        rules = launch.rules
+        if c.kind in ("traceback", "loose"):
+            if any(r.regex.search(c.text) for r in rules["benign"]):
+                return
+            for r in rules["fatal"]:
+                if r.role in ("wrapper", "death") and r.regex.search(c.text):
+                    # An exception that only reports another process's failure: death, not its cause.
+                    c.wrapper = True
+                    self._mark_dying(launch, Line(c.line_no, c.text, c.text), launch.last_t)
+                    break
+        c.runtime = launch.ready is not None
+        if c.category is None:
+            c.category = self._category(launch, c.text)
+        launch.candidates.append(c)
+
+    def _category(self, launch: Launch, text: str) -> str | None:
+        for r in launch.rules["category"]:
+            if r.regex.search(text):
+                return r.name
+        return None
+
+    def _cancel_candidates(self, launch: Launch, proc: str | None, everything: bool = False) -> None:
+        """Progress after a traceback from the same process means the process survived it."""
+        if launch.dying is not None:
+            return
+        for c in launch.candidates:
+            if not c.runtime and c.kind in ("traceback", "loose") and (everything or c.proc == proc):
+                c.cancelled = True
+
+    def _mark_dying(self, launch: Launch, line: Line, t: float | None) -> None:
+        if launch.ready is not None:
+            if launch.dying_after_ready is None:
+                launch.dying_after_ready = line.no
+        elif launch.dying is None:
+            launch.dying = line.no
+        self._last_evidence_t = t
+
+    def _decide(self, launch: Launch, ev: list[Event], reason: str | None = None) -> None:
+        runtime = launch.ready is not None
+        if runtime and launch.runtime_failure is not None or not runtime and launch.failure is not None:
+            return
+        cands = [c for c in launch.candidates if c.runtime == runtime]
+        chosen = choose(cands)
+        if chosen is None:
+            if reason is None:
+                return
+            chosen = Candidate(launch.last_no, reason, None, "death", launch.last_no, "killed",
+                               list(launch.recent))
+        if chosen.category is None or chosen.category == "unknown":
+            cat = self._category(launch, chosen.text)
+            if cat is None and not runtime and launch.current is not None:
+                cat = _PHASE_CATEGORY.get(launch.current.name)
+            chosen.category = cat or "unknown"
+        f = failure_json(chosen, same_failure_procs(chosen, cands))
+        if runtime:
+            launch.runtime_failure = f
+        else:
+            launch.failure = f
+            launch.close_phase(launch.last_no, launch.last_t)
+        ev.append(Event("failed", launch.last_t, {**f, "runtime": runtime}))
+
+    def settle(self, now: float) -> list[Event]:
+        """Live: a death seen in the log becomes a verdict once its traceback has had time to print."""
+        ev: list[Event] = []
+        launch = self.launch
+        if launch is None or self.tb.busy:
+            return ev
+        pending = launch.dying if launch.ready is None else launch.dying_after_ready
+        if pending is not None and self._last_evidence_t is not None and now - self._last_evidence_t >= self.grace_s:
+            self._decide(launch, ev)
+        return ev
+
+    def exited(self, code: int | None, signal: int | None, during_ready: bool = False) -> list[Event]:
+        """The server process (or a child that matters) is gone: whatever the log says, it died."""
+        ev: list[Event] = []
+        launch = self.launch
+        if launch is None:
+            return ev
+        self.exit_info = {"code": code, "signal": signal}
+        if signal == 9 or code in (137, -9):
+            reason = "killed (SIGKILL) with no traceback - likely the OOM killer"
+        elif signal:
+            reason = f"terminated by signal {signal}"
+        else:
+            reason = f"exited with code {code}"
+        self.tb.flush()
+        self._decide(launch, ev, reason="process " + reason)
+        return ev
+
+    def finish(self) -> list[Event]:
+        """End of a recorded log: pending tracebacks count; a log that just stops is incomplete."""
+        ev: list[Event] = []
+        launch = self.launch
+        if launch is None:
+            return ev
+        self.tb.flush()
+        if launch.ready is None:
+            live = [c for c in launch.candidates if not c.cancelled and c.kind in ("traceback", "fatal")]
+            if launch.dying is not None or live:
+                self._decide(launch, ev)
+        elif launch.dying_after_ready is not None:
+            self._decide(launch, ev)
+        cur = launch.current
+        if cur is not None and cur.end_line is None and launch.failure is None and cur.name != "ready":
+            cur.end_line, cur.end_t = launch.last_no, launch.last_t
+        return ev
+
+    # ---- output ------------------------------------------------------------------------------------
+    def verdict(self) -> str:
+        launch = self.launch
+        if launch is None:
+            return "incomplete"
+        if launch.ready is not None:
+            return "ready"
+        if launch.failure is not None:
+            return "failed"
+        return "incomplete"
+
+    def summary(self) -> dict[str, Any]:
+        launch = self.launch
+        verdict = self.verdict()
+        if launch is None:
+            return {"verdict": verdict, "engine": self.forced or "unknown", "engine_version": None,
+                    "ready": None, "failure": None, "phases": [], "facts": {}, "warnings": [],
+                    "launches": 0, "runtime_failure": None}
+        return {
+            "verdict": verdict,
+            "engine": launch.engine,
+            "engine_version": _str_or_none(launch.facts.get("engine_version")),
+            "ready": launch.ready,
+            "failure": launch.failure if verdict == "failed" else None,
+            "phases": [p.to_json() for p in launch.phases],
+            "facts": dict(launch.facts),
+            "warnings": list(launch.warnings),
+            "runtime_failure": launch.runtime_failure,
+            "launches": self.launches,
+            "launch_start_line": launch.start_line,
+            "last_line_no": launch.last_no,
+        }
+
+
+def _str_or_none(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _looks_exception(text: str) -> bool:
+    head = text.split(":", 1)[0]
+    return head.endswith(("Error", "Exception", "Interrupt", "Exit", "Fault")) or head in (
+        "KeyboardInterrupt", "SystemExit")
+
+
+__all__ = ["Tracker", "Rule"]
