@@ -43,7 +43,7 @@ _TGI = re.compile(
 )
 # Python logging "2025-07-08 11:19:52,247 - lmdeploy - WARNING - archs.py:51 - " (also CUTE_DSL, wrappers)
 _PYFMT = re.compile(
-    r"(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d),\d{3} - (?P<name>[\w.\-]+) - "
+    r"(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d),\d{3} - (?:(?P<name>[\w.\-]+) - )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.]+:\d+ - |\[[\w.]+\] - )?"
 )
 # TensorRT-LLM "[12/20/2025-03:35:50] [TRT-LLM] [I] ", "[TRT-LLM AUTO-DEPLOY] [RANK 0] [I]", "[TensorRT-LLM][INFO] "

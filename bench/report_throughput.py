@@ -1,0 +1,281 @@
+"""Throughput and peak memory of `bootwatch report --json` on a big log, side by side with the seed's grep.
+
+The log is the real corpus (`<corpus>/*/*.log`, sorted) concatenated byte for byte, in whole passes, until it
+holds at least the requested size; it is cached under bench/out/ (git-ignored), keyed by the corpus' content
+and the size. Every measured command is a child process; its wall time comes from a monotonic clock and its
+peak RSS is the ru_maxrss of that one process as GNU `/usr/bin/time -f %M` reports it (see `run_once`).
+
+Run from the repo root:  python bench/report_throughput.py [--size-mb 200] [--corpus DIR]
+MB means 2**20 bytes throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "bench" / "out"
+MB = 1 << 20
+GOAL_MBPS = 50.0
+GOAL_RSS_MB = 100.0
+GNU_TIME = Path("/usr/bin/time")
+GOAL_LINE = "goal: >= 50 MB/s and <= 100 MB peak RSS whatever the size"
+# The seed's shell loop: `grep -iE` over four error patterns plus the ready line, here as one counting pass.
+GREP_PATTERN = "RuntimeError|Traceback.*most recent|CUDA error|ValueError|fired up"
+
+
+@dataclass
+class Sample:
+    seconds: float
+    max_rss_mb: float
+    stdout: bytes
+
+
+@dataclass
+class Row:
+    tool: str
+    size_bytes: int
+    seconds: float
+    max_rss_mb: float
+    note: str
+
+    @property
+    def mbps(self) -> float:
+        return self.size_bytes / MB / self.seconds
+
+
+# ---------------------------------------------------------------------------------------------- the log
+
+
+def default_corpus() -> Path:
+    env = os.environ.get("BOOTWATCH_CORPUS")
+    return Path(env) if env else (REPO.parent / "shared" / "corpus").resolve()
+
+
+def corpus_blob(corpus: Path) -> bytes:
+    """Every corpus log, sorted by path, concatenated byte for byte (no separator added)."""
+    logs = sorted(corpus.glob("*/*.log"))
+    if not logs:
+        raise SystemExit(f"no logs found under {corpus}/*/*.log")
+    return b"".join(p.read_bytes() for p in logs)
+
+
+def build_log(blob: bytes, size_mb: float) -> Path:
+    """A log of at least `size_mb` MB made of whole copies of `blob`, built once and cached."""
+    passes = max(1, -(-int(size_mb * MB) // len(blob)))  # ceiling division
+    digest = hashlib.sha256(blob).hexdigest()[:12]
+    path = OUT / f"corpus-{digest}-x{passes}.log"
+    if path.exists() and path.stat().st_size == passes * len(blob):
+        return path
+    OUT.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=OUT, prefix=".building-", suffix=".log")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for _ in range(passes):
+                f.write(blob)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def warm_page_cache(path: Path) -> None:
+    """Read the file once so that every measured run sees it in the page cache (both tools alike)."""
+    with path.open("rb") as f:
+        while f.read(8 * MB):
+            pass
+
+
+def expected_lines(path: Path) -> int:
+    """Lines as bootwatch counts them: split on \\n, a last line without \\n still counts."""
+    count, last = 0, b"\n"
+    with path.open("rb") as f:
+        while block := f.read(8 * MB):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+
+
+def bootwatch_cmd() -> list[str]:
+    script = Path(sys.executable).parent / "bootwatch"  # the venv's console script, not a resolved path
+    return [str(script)] if script.exists() else [sys.executable, "-m", "bootwatch"]
+
+
+def rss_method() -> str:
+    return "GNU time %M" if GNU_TIME.exists() else "os.wait4 ru_maxrss (upper bound)"
+
+
+def run_once(cmd: list[str], ok_codes: tuple[int, ...] = (0,)) -> Sample:
+    """Run `cmd` with stdout to a temp file; wall time around spawn..reap, plus the child's peak RSS.
+
+    Peak RSS comes from `/usr/bin/time -f %M` when present: a child forked by this Python process carries the
+    parent's resident pages until it execs, and Linux folds that into its ru_maxrss, so `os.wait4` on a
+    Popen pid over-reports a small tool like grep by the parent's size. GNU time forks from a ~2 MB process.
+    Without it, fall back to `os.wait4` (an upper bound).
+    """
+    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        wrapped = [str(GNU_TIME), "-f", "%M", "-o", tf.name, *cmd] if GNU_TIME.exists() else cmd
+        start = time.perf_counter()
+        proc = subprocess.Popen(wrapped, stdout=out)  # stderr passes through
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting
+        # GNU time exits with the command's code and writes "Command exited with non-zero status N" first.
+        rss_kib = int(tf.read().split()[-1]) if GNU_TIME.exists() else usage.ru_maxrss  # both KiB on Linux
+        out.seek(0)
+        stdout = out.read()
+    if code not in ok_codes:
+        raise SystemExit(f"{' '.join(cmd)} exited {code}")
+    return Sample(seconds=seconds, max_rss_mb=rss_kib / 1024, stdout=stdout)
+
+
+def median_sample(samples: list[Sample]) -> Sample:
+    """The median wall time and the median peak RSS; stdout of the last run."""
+    return Sample(seconds=statistics.median(s.seconds for s in samples),
+                  max_rss_mb=statistics.median(s.max_rss_mb for s in samples),
+                  stdout=samples[-1].stdout)
+
+
+def goal_note(mbps: float, rss_mb: float) -> str:
+    misses = [what for what, bad in (("throughput", mbps < GOAL_MBPS), ("RSS", rss_mb > GOAL_RSS_MB)) if bad]
+    return "goal met" if not misses else "goal MISSED: " + " and ".join(misses)
+
+
+def measure_side_by_side(log: Path, repeat: int) -> tuple[Sample, Sample]:
+    """bootwatch and grep alternately on the same file, `repeat` times each; medians."""
+    bw_cmd = [*bootwatch_cmd(), "report", "--json", str(log)]
+    grep_cmd = ["grep", "-ciE", GREP_PATTERN, str(log)]
+    bw, grep = [], []
+    for _ in range(repeat):
+        bw.append(run_once(bw_cmd))
+        grep.append(run_once(grep_cmd, ok_codes=(0, 1)))  # grep exits 1 when nothing matched
+    return median_sample(bw), median_sample(grep)
+
+
+def measure_bootwatch(log: Path, repeat: int) -> Sample:
+    cmd = [*bootwatch_cmd(), "report", "--json", str(log)]
+    return median_sample([run_once(cmd) for _ in range(repeat)])
+
+
+def bootwatch_row(log: Path, sample: Sample, label: str) -> Row:
+    size = log.stat().st_size
+    row = Row("bootwatch report --json", size, sample.seconds, sample.max_rss_mb, "")
+    row.note = f"{label}; {goal_note(row.mbps, row.max_rss_mb)}"
+    return row
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ["tool", "MB/s", "peak RSS MB", "seconds", "note"]
+    cells = [[r.tool, f"{r.mbps:.1f}", f"{r.max_rss_mb:.1f}", f"{r.seconds:.2f}", r.note] for r in rows]
+    widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
+    right = {1, 2, 3}
+
+    def line(values: list[str]) -> str:
+        padded = [v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True))]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if i in right else "-" * (w + 2) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(header), rule, *(line(c) for c in cells)])
+
+
+def cores() -> str:
+    total = os.cpu_count() or 0
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
+    return f"{total}" if usable == total else f"{total} ({usable} usable by this process)"
+
+
+def verdict_lines(summary: dict[str, Any], log: Path) -> list[str]:
+    out = [f"bootwatch verdict on {log.name}: {summary.get('verdict')} (engine {summary.get('engine')}, "
+           f"version {summary.get('engine_version')})"]
+    for key in ("failure", "ready"):
+        if summary.get(key):
+            out.append(f"  {key}: line {summary[key].get('line_no')}: {summary[key].get('text')}")
+    out.append(f"  lines read: {summary.get('lines')} (the file has {expected_lines(log)}); "
+               f"launches seen: {summary.get('launches')}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size-mb", type=float, default=200.0, help="size of the main log in MB (default 200)")
+    p.add_argument("--also-size-mb", type=float, default=None,
+                   help="also run bootwatch on a log of this size to show flat RSS (default 2x --size-mb; 0: skip)")
+    p.add_argument("--corpus", type=Path, default=None,
+                   help="directory of <engine>/*.log (default $BOOTWATCH_CORPUS or ../shared/corpus)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
+    return p.parse_args(argv)
+
+
+def progress(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def prepared(blob: bytes, size_mb: float) -> Path:
+    progress(f"building/reusing a >= {size_mb:g} MB log under {OUT}")
+    log = build_log(blob, size_mb)
+    warm_page_cache(log)
+    return log
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    corpus = args.corpus or default_corpus()
+    also = 2 * args.size_mb if args.also_size_mb is None else args.also_size_mb
+    blob = corpus_blob(corpus)
+
+    log = prepared(blob, args.size_mb)
+    size = log.stat().st_size
+    progress(f"bootwatch and grep, {args.repeat} runs each, on {log.name}")
+    bw, grep = measure_side_by_side(log, args.repeat)
+    rows = [
+        bootwatch_row(log, bw, f"{size / MB:.0f} MB file"),
+        Row("grep -ciE PATTERNS (seed)", size, grep.seconds, grep.max_rss_mb,
+            f"{size / MB:.0f} MB file; {int(grep.stdout or 0)} matching lines; no verdict"),
+    ]
+    verdicts = [(log, bw)]
+    if also > 0:
+        big = prepared(blob, also)
+        progress(f"bootwatch, {args.repeat} runs, on {big.name}")
+        big_bw = measure_bootwatch(big, args.repeat)
+        rows.append(bootwatch_row(big, big_bw, f"{big.stat().st_size / MB:.0f} MB file (larger)"))
+        verdicts.append((big, big_bw))
+
+    print(f"file: {log} ({size:,} bytes = {size / MB:.1f} MB; the {len(blob):,}-byte corpus x {size // len(blob)})")
+    print(f"corpus: {corpus} ({len(sorted(corpus.glob('*/*.log')))} logs, sorted by path, concatenated as is)")
+    print(f"cores: {cores()}; python {sys.version.split()[0]}; LANG={os.environ.get('LANG', '')} "
+          f"LC_ALL={os.environ.get('LC_ALL', '')}")
+    print(f"bootwatch: {' '.join(bootwatch_cmd())} report --json FILE")
+    print(f"grep:      grep -ciE '{GREP_PATTERN}' FILE   (PATTERNS below)")
+    print(f"median of {args.repeat} runs each, page cache warm; MB = 2**20 bytes; peak RSS via {rss_method()}")
+    print(GOAL_LINE)
+    print()
+    print(format_table(rows))
+    print()
+    for path, sample in verdicts:
+        print("\n".join(verdict_lines(json.loads(sample.stdout), path)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""Line normalisation, each case with real lines from the corpus."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bootwatch.lines import Normalizer
+
+
+def one(raw: str, year: int = 2025):
+    out = Normalizer(year).lines(7, raw)
+    assert len(out) == 1, out
+    return out[0]
+
+
+def test_ansi_stripped_from_vllm_process_tag() -> None:
+    # vllm/v0.11-elloraa-gloo-ready.log: the tag is coloured even in a file
+    line = one("\x1b[1;36m(APIServer pid=238615)\x1b[0;0m INFO 10-24 21:43:35 [api_server.py:1839] "
+               "vLLM API server version 0.11.0")
+    assert line.text == "vLLM API server version 0.11.0"
+    assert line.proc == "APIServer" and line.level == "INFO" and line.fmt == "vllm"
+    assert "\x1b" not in line.raw
+
+
+def test_carriage_return_progress_updates_are_split() -> None:
+    # sglang/docs-2025-01-skip-tokenizer-init-ready.log: one physical line, \r-separated tqdm states
+    raw = ("  0%|          | 0/23 [00:00<?, ?it/s]\r  4%|▍         | 1/23 [00:00<00:13,  1.67it/s]"
+           "\r100%|██████████| 23/23 [00:07<00:00,  3.19it/s]\r\n")
+    segs = Normalizer(2025).lines(3, raw)
+    assert [s.text for s in segs][-1].startswith("100%")
+    assert [s.update for s in segs] == [True, True, False]
+    assert all(s.no == 3 for s in segs)
+
+
+def test_message_glued_onto_progress_bar_is_split_at_the_prefix() -> None:
+    # sglang/rocm-rdna4-tp2-keyerror-expert-weight-both-ranks.log
+    raw = ("Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
+           "[2026-05-25 17:26:25 TP1] Scheduler hit an exception: Traceback (most recent call last):")
+    first, second = Normalizer(2025).lines(1, raw)
+    assert first.text.startswith("Loading safetensors checkpoint shards")
+    assert second.text == "Scheduler hit an exception: Traceback (most recent call last):"
+    assert second.proc == "TP1"
+
+
+def test_python_logging_glued_onto_custom_unit_bar() -> None:
+    # vllm/v0.25-gb10-nvfp4-dflash-ready-10min-warmup.log (flashinfer autotuner, unit "profile/s")
+    raw = ("(EngineCore pid=23397) \r[AutoTuner]: Tuning trtllm::fused_moe::gemm1:   0%|          | 0/21 "
+           "[00:00<?, ?profile/s]2026-08-01 21:21:53,817 - INFO - autotuner.py:1351 - flashinfer.jit: "
+           "[Autotuner]: Skipped 4 unsupported tactic(s)")
+    lines = Normalizer(2025).lines(1, raw)
+    assert lines[-2].text.startswith("[AutoTuner]: Tuning")
+    assert lines[-1].text == "flashinfer.jit: [Autotuner]: Skipped 4 unsupported tactic(s)"
+    assert lines[-1].level == "INFO" and lines[-1].t is not None
+
+
+def test_sglang_prefix_with_and_without_ranks() -> None:
+    # sglang/docs-2024-11-llama31-8b-ready.log and sglang/docs-2025-05-no-tp0-prefix-ready.log
+    a = one("[2024-10-31 21:56:28 TP0] Init torch distributed begin.")
+    assert (a.proc, a.fmt, a.text) == ("TP0", "sglang", "Init torch distributed begin.")
+    assert a.t == 1730411788.0
+    b = one("[2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB")
+    assert b.proc is None and b.text == "Load weight begin. avail mem=78.58 GB"
+    # sglang/ascend-npu-multinode-pd-decode-worker-runtime-abort-garbled.log: DP/TP/EP tags
+    c = one("[2026-01-14 12:09:46 DP16 TP16 EP16] Decode batch, #running-req: 17, #token: 86400")
+    assert c.proc == "TP16" and c.text.startswith("Decode batch")
+
+
+def test_sglang_2026_format_with_level_and_file() -> None:
+    # sglang/docs-2026-02-ngram-spec-warning-level-no-ready-line.log
+    line = one("[2026-02-08 14:57:21] INFO server_args.py:1796: Attention backend not specified. "
+               "Use fa3 backend by default.")
+    assert line.level == "INFO" and line.text.startswith("Attention backend not specified")
+
+
+def test_sglang_reformatted_uvicorn_line() -> None:
+    line = one("[2024-10-31 21:56:40] INFO:     Application startup complete.")
+    assert line.text == "Application startup complete." and line.fmt == "uvicorn"
+
+
+def test_vllm_v0_prefix_without_brackets() -> None:
+    # vllm/v0.5.5-mistral7b-ready-uvicorn-only-truncated.log
+    line = one("INFO 04-28 16:55:11 api_server.py:440] vLLM API server version 0.5.5", year=2024)
+    assert line.text == "vLLM API server version 0.5.5" and line.level == "INFO"
+
+
+def test_vllm_v1_worker_tags() -> None:
+    # vllm/v0.8.3-v1-offline-tp2-vllmworker-rank-prefix-init-done.log
+    a = one("(VllmWorker rank=1 pid=158678) INFO 07-08 02:34:33 [parallel_state.py:957] rank 1 in world "
+            "size 2 is assigned as DP rank 0, PP rank 0, TP rank 1")
+    assert a.proc == "VllmWorker_rank1" and a.text.startswith("rank 1 in world size 2")
+    # vllm/v0.22-tp2-t4-lora-ready-shm-wait-then-worker-crash.log
+    b = one("(Worker_TP1 pid=301) ERROR 05-26 07:06:39 [multiproc_executor.py:839] WorkerProc hit an exception.")
+    assert (b.proc, b.level, b.text) == ("Worker_TP1", "ERROR", "WorkerProc hit an exception.")
+    # vllm/v0.25-gb10-int4-262k-kv-insufficient.log: untagged tqdm under a tag
+    c = one("(EngineCore pid=6890) Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:00<00:00,  1.1it/s]")
+    assert c.proc == "EngineCore" and c.text.startswith("Loading safetensors")
+
+
+def test_uvicorn_plain_and_tagged() -> None:
+    assert one("INFO:     Application startup complete.").text == "Application startup complete."
+    line = one("(APIServer pid=228) INFO:     Application startup complete.")
+    assert line.proc == "APIServer" and line.fmt == "uvicorn"
+
+
+def test_tgi_launcher_and_router_lines() -> None:
+    # tgi/gemma3-27b-tp2-a6000-ready.log
+    a = one("2025-07-04T12:36:15.367126Z  INFO text_generation_router::server: router/src/server.rs:2298: Connected")
+    assert (a.text, a.level, a.fmt) == ("Connected", "INFO", "tgi")
+    b = one("2025-07-04T12:35:19.889835Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
+            "ready... rank=1")
+    assert b.text == "Waiting for shard to be ready... rank=1"
+    # tgi/v2.0-k8s-llama3-70b-tp2-oom-shard-cannot-start.log: torch's per-rank stderr prefix
+    c = one("[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.")
+    assert c.proc == "rank1" and c.text.startswith("torch.cuda.OutOfMemoryError")
+
+
+def test_lmdeploy_trtllm_and_glog_prefixes() -> None:
+    a = one("2025-07-08 11:20:26,869 - lmdeploy - WARNING - __init__.py:10 - Disable DLSlime Backend")
+    assert (a.text, a.level) == ("Disable DLSlime Backend", "WARNING")
+    b = one("[12/20/2025-03:35:50] [TRT-LLM] [I] Using LLM with AutoDeploy backend")
+    assert (b.text, b.level, b.fmt) == ("Using LLM with AutoDeploy backend", "INFO", "trtllm")
+    c = one("[TensorRT-LLM][INFO] Refreshed the MPI local session")
+    assert c.text == "Refreshed the MPI local session"
+    # sglang/docs-2025-09-mimo-mtp-eagle-ready.log
+    d = one("W0902 12:01:32.507000 819883 torch/utils/cpp_extension.py:2425] TORCH_CUDA_ARCH_LIST is not set")
+    assert d.level == "WARNING" and d.text.startswith("TORCH_CUDA_ARCH_LIST")
+
+
+def test_traceback_frames_keep_their_indentation() -> None:
+    line = one('  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1787, in run')
+    assert line.text.startswith("  File")
+
+
+@given(st.text(max_size=300))
+def test_normalizer_never_raises(text: str) -> None:
+    for line in Normalizer(2025).lines(1, text):
+        assert "\x1b[" not in line.raw or "\x1b" in text

@@ -1,0 +1,117 @@
+"""`bootwatch report` through the real command line: output, exit codes, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import CORPUS
+
+BOOTWATCH = [sys.executable, "-m", "bootwatch"]
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*BOOTWATCH, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "120"})
+
+
+def test_report_json_matches_spec_shape() -> None:
+    p = run("report", "--json", str(CORPUS / "vllm/v0.25-gb10-int4-262k-kv-insufficient.log"))
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout.strip().splitlines()[-1])
+    for key in ("verdict", "engine", "engine_version", "ready", "failure", "phases", "facts", "warnings"):
+        assert key in s
+    assert s["verdict"] == "failed" and s["engine"] == "vllm" and s["engine_version"] == "0.25.1"
+    assert s["failure"]["category"] == "oom"
+    assert s["failure"]["text"].startswith("ValueError: To serve at least one request")
+    assert {"name", "start_line", "end_line", "duration_s", "progress"} <= set(s["phases"][0])
+    assert [p["name"] for p in s["phases"]][-1] == "kv_cache"
+
+
+def test_report_text_names_verdict_cause_and_phases() -> None:
+    p = run("report", str(CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log"))
+    assert p.returncode == 0
+    out = p.stdout
+    assert out.startswith("FAILED")
+    assert "torch.OutOfMemoryError: CUDA out of memory" in out
+    assert "load_weights" in out and "died here" in out
+
+
+def test_false_alarm_traceback_and_error_inside_server_args(tmp_path: Path) -> None:
+    """The seed's false alarm: 'Traceback' and 'error' inside SGLang's one-line args dump."""
+    src = (CORPUS / "sglang/docs-2025-05-no-tp0-prefix-ready.log").read_text()
+    bait = "/data/Traceback (most recent call last)/error-RuntimeError-CUDA error/qwen2.5"
+    assert "model_path='qwen/qwen2.5-0.5b-instruct'" in src
+    log = tmp_path / "bait.log"
+    log.write_text(src.replace("model_path='qwen/qwen2.5-0.5b-instruct'", f"model_path='{bait}'"))
+    p = run("report", "--json", str(log))
+    s = json.loads(p.stdout)
+    assert s["verdict"] == "ready" and s["failure"] is None
+    assert s["facts"]["model"] == bait
+
+
+def test_appended_launches_are_judged_on_the_last(tmp_path: Path) -> None:
+    ready = (CORPUS / "sglang/docs-2025-05-no-tp0-prefix-ready.log").read_bytes()
+    failed = (CORPUS / "sglang/rocm-rdna4-tp2-keyerror-expert-weight-both-ranks.log").read_bytes()
+    log = tmp_path / "appended.log"
+    log.write_bytes(failed + ready)
+    s = json.loads(run("report", "--json", str(log)).stdout)
+    assert s["verdict"] == "ready" and s["launches"] == 2
+    log.write_bytes(ready + failed)
+    s = json.loads(run("report", "--json", str(log)).stdout)
+    assert s["verdict"] == "failed" and s["ready"] is None
+    assert s["failure"]["text"] == "KeyError: 'model.layers.0.mlp.experts.w2_qweight'"
+    assert s["failure"]["procs"] == ["TP0", "TP1"]
+
+
+def test_speculative_max_running_requests_cut_is_a_warning(tmp_path: Path) -> None:
+    # Said out loud (later SGLang): "Max running requests is reset to 48 for speculative decoding."
+    s = json.loads(run("report", "--json", str(CORPUS / "sglang/v0.5.16-gb10-nvfp4-capture-0of58-aborted.log")).stdout)
+    assert "max_running_requests_reduced" in {w["kind"] for w in s["warnings"]}
+    # Silently (SGLang 0.5.2 sets 48 without a word): only the capacity line shows it. The real EAGLE-2 log,
+    # with the capacity line as 0.5.2 prints it for the seed's server.
+    src = (CORPUS / "sglang/docs-2025-02-eagle2-llama2-two-captures-ready.log").read_text()
+    assert "max_running_requests=4097" in src
+    log = tmp_path / "silent.log"
+    log.write_text(src.replace("max_running_requests=4097", "max_running_requests=48"))
+    s = json.loads(run("report", "--json", str(log)).stdout)
+    warn = [w for w in s["warnings"] if w["kind"] == "max_running_requests_reduced"]
+    assert warn and "48" in warn[0]["text"] and "EAGLE" in warn[0]["text"]
+
+
+@pytest.mark.parametrize("case", ["missing", "directory", "binary", "invalid_utf8", "huge_line", "empty"])
+def test_bad_input_gives_a_message_not_a_traceback(case: str, tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    want_code = 0
+    if case == "missing":
+        path = tmp_path / "nope.log"
+        want_code = 2
+    elif case == "directory":
+        path = tmp_path
+        want_code = 2
+    elif case == "binary":
+        path.write_bytes(bytes(range(256)) * 4096)
+        want_code = 2
+    elif case == "invalid_utf8":
+        path.write_bytes(b"[2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB\n\xff\xfe\xc3(bad\n")
+    elif case == "huge_line":
+        with path.open("wb") as f:
+            f.write(b"[2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB\n")
+            f.write(b"x" * (50 << 20) + b"\n")
+            f.write(b"[2025-05-01 05:11:23] The server is fired up and ready to roll!\n")
+    elif case == "empty":
+        path.write_bytes(b"")
+    p = run("report", str(path), timeout=300)
+    assert p.returncode == want_code, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    if want_code == 2:
+        assert p.stderr.startswith("bootwatch: ") and len(p.stderr.splitlines()) == 1
+    if case == "huge_line":
+        assert "cut" in p.stdout
+    if case == "empty":
+        assert "INCOMPLETE" in p.stdout and "empty" in p.stdout
