@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 
 from bootwatch import __version__
+from bootwatch.durations import parse_duration
 from bootwatch.errors import UsageError
 
 
@@ -24,6 +25,43 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--engine", choices=["sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown"])
     r.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra rule file (TOML)")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+    def live_common(c: argparse.ArgumentParser) -> None:
+        c.add_argument("--engine", choices=["sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown"])
+        c.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra rule file (TOML)")
+        c.add_argument("--json", action="store_true", help="JSON events, one per line; the last is the summary")
+
+    def timing(c: argparse.ArgumentParser) -> None:
+        c.add_argument("--url", help="health URL to probe (refused and 503 are normal while loading)")
+        c.add_argument("--verify", action="store_true", help="once ready, send a one-token completion")
+        c.add_argument("--timeout", type=parse_duration, default=3600.0, metavar="DUR",
+                       help="give up (exit 124) when not ready after DUR (default 60m)")
+        c.add_argument("--stall", type=parse_duration, default=600.0, metavar="DUR",
+                       help="exit 4 after DUR of silence, longer in phases that are silent by nature (default 10m)")
+        c.add_argument("--then", metavar="CMD", help="once ready, run CMD through the shell; exit with its code")
+
+    w = sub.add_parser("watch", help="follow a server that is starting elsewhere", description=(
+        "Follow a server's log (a local file) until it is ready, failed, stalled or timed out. By default only "
+        "the current launch is judged; if the file's last launch already ended, bootwatch waits for a new one."))
+    w.add_argument("sources", nargs="+", metavar="SOURCE")
+    w.add_argument("--from-start", action="store_true", help="read the whole file, not just the last launch")
+    live_common(w)
+    timing(w)
+
+    rn = sub.add_parser("run", help="launch the server, keep its output in a log file, and watch it",
+                        description="Launch COMMAND in its own process group with its output in a log file, "
+                        "and watch it start.")
+    rn.add_argument("--log", metavar="PATH", help="log file (appended; default bootwatch-<cmd>-<time>.log)")
+    rn.add_argument("--keep", action="store_true", help="leave the server running after --then, stall or timeout")
+    rn.add_argument("--detach", action="store_true", help="exit 0 once ready and leave the server running")
+    live_common(rn)
+    timing(rn)
+    rn.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
+
+    rp = sub.add_parser("replay", help="play a recorded log as if the server were starting now")
+    rp.add_argument("log")
+    rp.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = at once")
+    live_common(rp)
     return p
 
 
@@ -46,10 +84,20 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as e:  # a bad DUR
+        print(f"bootwatch: {e}", file=sys.stderr)
+        return 2
     try:
         if args.command == "report":
             return cmd_report(args)
+        if args.command in ("watch", "run", "replay"):
+            import asyncio
+
+            from bootwatch import commands
+
+            return asyncio.run(getattr(commands, args.command)(args))
     except UsageError as e:
         print(f"bootwatch: {e}", file=sys.stderr)
         return 2

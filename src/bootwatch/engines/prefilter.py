@@ -8,6 +8,8 @@ more lines than the rules want (leading anchors are dropped), never fewer.
 
 from __future__ import annotations
 
+import re
+
 import re2
 
 from bootwatch.engines.rules import RuleBook
@@ -41,7 +43,7 @@ class Prefilter:
         opts = re2.Options()
         opts.max_mem = 256 << 20
         # Named groups are for the Python rules; strip them so that one automaton holds everything.
-        union = "|".join(f"(?:{_strip_names(p)})" for p in parts)
+        union = "|".join(f"(?:{strip_names(p)})" for p in parts)
         self._re = re2.compile(("(?m)" + union).encode(), opts)
 
     def line_starts(self, data: bytes) -> list[int]:
@@ -60,7 +62,6 @@ class Prefilter:
         return out
 
 
-def _strip_names(p: str) -> str:
-    import re as _re
-
-    return _re.sub(r"\(\?P<\w+>", "(", p)
+def strip_names(p: str) -> str:
+    """RE2 and the union need no group names; several rules may use the same one."""
+    return re.sub(r"\(\?P<\w+>", "(", p)

@@ -46,10 +46,12 @@ class Rule:
 class EngineRules:
     name: str
     rules: dict[str, list[Rule]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    processes: list[str] = field(default_factory=list)  # titles of child processes the server dies with
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
             self.rules[k].extend(other.rules[k])
+        self.processes.extend(p for p in other.processes if p not in self.processes)
 
     def __getitem__(self, kind: str) -> list[Rule]:
         return self.rules[kind]
@@ -66,6 +68,10 @@ class RuleBook:
     engines: dict[str, EngineRules]
     detect: list[tuple[str, Rule]]  # (engine, rule) pairs over all engines
     launch: list[tuple[str, Rule]]
+
+    @property
+    def processes(self) -> tuple[str, ...]:
+        return tuple(sorted({p for er in self.engines.values() for p in er.processes}))
 
     def for_engine(self, name: str) -> EngineRules:
         return self.engines.get(name) or self.engines["unknown"]
@@ -95,7 +101,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
     if not isinstance(name, str) or not name:
         raise UsageError(f"{origin}: needs a top-level `engine = \"name\"`")
     extends = doc.get("extends", [])
-    er = EngineRules(name)
+    er = EngineRules(name, processes=[str(p) for p in doc.get("processes", [])])
     for kind in KINDS:
         entries = doc.get(kind, [])
         if not isinstance(entries, list):

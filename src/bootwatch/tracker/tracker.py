@@ -367,21 +367,23 @@ class Tracker:
             self._decide(launch, ev)
         return ev
 
-    def exited(self, code: int | None, signal: int | None, during_ready: bool = False) -> list[Event]:
-        """The server process (or a child that matters) is gone: whatever the log says, it died."""
+    def exited(self, code: int | None, signal: int | None, reason: str | None = None) -> list[Event]:
+        """The server (or a child that matters) is gone: whatever the log says, it died."""
         ev: list[Event] = []
         launch = self.launch
         if launch is None:
             return ev
         self.exit_info = {"code": code, "signal": signal}
-        if signal == 9 or code in (137, -9):
-            reason = "killed (SIGKILL) with no traceback - likely the OOM killer"
-        elif signal:
-            reason = f"terminated by signal {signal}"
-        else:
-            reason = f"exited with code {code}"
+        if reason is None:
+            if signal == 9 or code in (137, -9):
+                reason = "process killed (SIGKILL) with no traceback - likely the OOM killer"
+            elif signal:
+                reason = f"process terminated by signal {signal}"
+            else:
+                reason = f"process exited with code {code}"
         self.tb.flush()
-        self._decide(launch, ev, reason="process " + reason)
+        self._mark_dying(launch, Line(launch.last_no, reason, reason), launch.last_t)
+        self._decide(launch, ev, reason=reason)
         return ev
 
     def finish(self) -> list[Event]:

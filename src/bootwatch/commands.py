@@ -1,0 +1,240 @@
+"""The live commands (watch, run, replay): wire a source, probes, the session and a sink."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import re2
+from rich.console import Console
+
+from bootwatch.analyze import Analyzer, looks_binary, open_log, rules_for, year_of
+from bootwatch.engines.prefilter import strip_names
+from bootwatch.errors import UsageError
+from bootwatch.probes.http import HttpProbe
+from bootwatch.session import EXIT, Options, Session
+from bootwatch.sinks.events import JsonSink, PlainSink
+from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.file import FileFollower, last_launch_offset
+from bootwatch.sources.process import ServerProcess
+from bootwatch.sources.replay import replay_chunks
+
+
+def make_sink(args: Any, analyzer: Analyzer, source: str) -> Any:
+    if args.json:
+        return JsonSink()
+    if sys.stdout.isatty():
+        from bootwatch.sinks.live_view import LiveSink
+
+        return LiveSink(analyzer.tracker, source, Console(highlight=False))
+    return PlainSink(source=source)
+
+
+async def _with_interrupt(coro: Any) -> tuple[str, bool]:
+    """Run `coro`; Ctrl-C (SIGINT) or SIGTERM cancels it and reports the interruption."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.ensure_future(coro)
+    waiter = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result(), False
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return "interrupted", True
+    finally:
+        waiter.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _finish(session: Session, sink: Any, outcome: str) -> int:
+    sink.close(session.summary(outcome), time.time())
+    return EXIT.get(outcome, 1)
+
+
+# ---- replay ---------------------------------------------------------------------------------------
+async def replay(args: Any) -> int:
+    with open_log(args.log) as f:
+        if looks_binary(f.read(65536)):
+            raise UsageError(f"{args.log}: this looks like binary data, not a server log")
+    year = year_of(args.log)
+    analyzer = Analyzer(engine=args.engine, rules=args.rules, year=year)
+    sink = make_sink(args, analyzer, args.log)
+    session = Session(analyzer, sink, Options(timeout_s=float("inf"), stall_s=None, replay=True))
+    outcome, _ = await _with_interrupt(session.run(replay_chunks(args.log, args.speed, year or 2025)))
+    return _finish(session, sink, outcome)
+
+
+# ---- watch ----------------------------------------------------------------------------------------
+_REMOTE = re.compile(r"^(?:ssh|docker|k8s)://|^[\w.\-]+@?[\w.\-]*:/")
+
+
+def _launch_marker(rules: list[str]) -> Any:
+    book, _ = rules_for(rules)
+    parts = [r.regex.pattern.lstrip("^") for _, r in book.launch]
+    return re2.compile("|".join(f"(?:{strip_names(p)})" for p in parts).encode())
+
+
+def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
+    """Read what the file already holds (from `start`) up to its last complete line; returns where it ended."""
+    chunker = LineChunker()
+    offset = start
+    with path.open("rb") as f:
+        f.seek(start)
+        first = True
+        while True:
+            block = f.read(READ_SIZE)
+            if not block:
+                break
+            if first and looks_binary(block):
+                raise UsageError(f"{path}: this looks like binary data, not a server log")
+            first = False
+            data = chunker.push(block)
+            offset += len(data)
+            analyzer.feed(data)
+    return offset
+
+
+async def watch(args: Any) -> int:
+    if len(args.sources) != 1:
+        raise UsageError("several SOURCEs (one server on several nodes) are not supported by this version yet")
+    src = args.sources[0]
+    if _REMOTE.match(src):
+        raise UsageError(f"{src}: remote sources (ssh, docker, k8s) are not supported by this version yet")
+    path = Path(src)
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, not a log file")
+    analyzer = Analyzer(engine=args.engine, rules=args.rules, year=year_of(path) if path.exists() else None,
+                        clock="arrival")
+    sink = make_sink(args, analyzer, src)
+    start, await_new = 0, False
+    if path.exists():
+        begin = 0 if args.from_start else last_launch_offset(path, _launch_marker(args.rules))
+        start = _catch_up(path, analyzer, begin)
+        await_new = not args.from_start and analyzer.tracker.verdict() in ("ready", "failed")
+        if await_new:
+            sink.note(time.time(), f"the last launch in {src} already ended ({analyzer.tracker.verdict()}); "
+                      "waiting for a new launch")
+    probe = HttpProbe(args.url) if args.url else None
+    follower = FileFollower(path, start=start)
+    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=await_new)
+    session = Session(analyzer, sink, opts, probe=probe, source_bytes=lambda: follower.offset)
+    try:
+        if args.verify and probe is None:
+            raise UsageError("--verify needs --url")
+        outcome, _ = await _with_interrupt(session.run(follower.chunks()))
+        code = _finish(session, sink, outcome)
+        if outcome == "ready" and args.then:
+            return await _run_then(args.then, None, session)
+        return code
+    finally:
+        follower.close()
+        if probe is not None:
+            await probe.close()
+
+
+async def _run_then(cmd: str, server: ServerProcess | None, session: Session) -> int:
+    """Run CMD through the shell once ready; its exit code, or 1 if the server died meanwhile."""
+    proc = await asyncio.create_subprocess_shell(cmd)
+    died = False
+    while True:
+        try:
+            rc = await asyncio.wait_for(proc.wait(), 0.25)
+            break
+        except TimeoutError:
+            pass
+        if server is not None and server.poll() is not None:
+            died = True
+    return 1 if died else rc
+
+
+# ---- run ------------------------------------------------------------------------------------------
+_PORT_FLAGS = ("--port", "-p", "--server-port")
+_HOST_FLAGS = ("--host", "--hostname")
+
+
+def guess_url(argv: list[str]) -> str | None:
+    """The health URL from the server's own command line (--host/--port), if it names a port."""
+    host, port = "127.0.0.1", None
+    for i, a in enumerate(argv):
+        for flags, setter in ((_PORT_FLAGS, "port"), (_HOST_FLAGS, "host")):
+            for fl in flags:
+                val = None
+                if a == fl and i + 1 < len(argv):
+                    val = argv[i + 1]
+                elif a.startswith(fl + "="):
+                    val = a.split("=", 1)[1]
+                if val is not None:
+                    if setter == "port" and val.isdigit():
+                        port = int(val)
+                    elif setter == "host":
+                        host = val
+    if port is None:
+        return None
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}/health"
+
+
+def default_log_path(argv: list[str]) -> Path:
+    name = Path(argv[0]).name or "server"
+    return Path(f"bootwatch-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{time.strftime('%Y%m%d-%H%M%S')}.log")
+
+
+async def run(args: Any) -> int:
+    argv = list(args.server_command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise UsageError("nothing to run: give the server's command after --")
+    log_path = Path(args.log) if args.log else default_log_path(argv)
+    book, _ = rules_for(args.rules)
+    server = ServerProcess(argv, log_path)
+    url = args.url or guess_url(argv)
+    analyzer = Analyzer(engine=args.engine, rules=args.rules, clock="arrival")
+    sink = make_sink(args, analyzer, str(log_path))
+    server.start()
+    sink.note(time.time(), f"started pid {server.pid}: {shlex.join(argv)}  (log: {log_path})")
+    probe = HttpProbe(url) if url else None
+    follower = FileFollower(log_path, start=server.start_offset)
+    if args.verify and probe is None:
+        raise UsageError("--verify needs a URL: give --url, or a --port in the server's command line")
+    follow = not args.detach and not args.then
+    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, follow_after_ready=follow,
+                   critical=book.processes)
+    session = Session(analyzer, sink, opts, probe=probe, server=server, source_bytes=lambda: follower.offset)
+    stop_server = True
+    try:
+        outcome, _ = await _with_interrupt(session.run(follower.chunks()))
+        if outcome == "ready" and args.detach:
+            stop_server = False
+            code = _finish(session, sink, "ready")
+            print(f"server pid {server.pid} runs on; log: {log_path}", file=sys.stderr if args.json else sys.stdout)
+            return code
+        if outcome == "ready" and args.then:
+            code = _finish(session, sink, "ready")
+            rc = await _run_then(args.then, server, session)
+            stop_server = not args.keep
+            return rc
+        if args.keep and outcome in ("stalled", "timeout"):
+            stop_server = False
+        return _finish(session, sink, outcome)
+    finally:
+        follower.close()
+        if probe is not None:
+            await probe.close()
+        if stop_server:
+            await server.stop()

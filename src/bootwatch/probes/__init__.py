@@ -1,0 +1,1 @@
+"""Probes: signals that are not the log (HTTP health, the process tree)."""

@@ -1,0 +1,145 @@
+"""Follow a log file like `tail -F`: it may not exist yet, may be truncated, rotated or replaced.
+
+New data is noticed through inotify (watchfiles) and, as a fallback where events do not arrive (NFS,
+some container mounts), by a stat poll. Only complete lines are handed on; a partial last line waits
+for its newline. Offsets are kept per file identity so that nothing is lost or read twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from bootwatch.sources.chunks import READ_SIZE, LineChunker
+
+POLL_S = 1.0  # fallback stat poll when no file event arrives
+
+
+class FileFollower:
+    def __init__(self, path: str | os.PathLike[str], start: int = 0, poll_s: float = POLL_S,
+                 events: bool = True) -> None:
+        self.path = Path(path)
+        self.start = start
+        self.poll_s = poll_s
+        self.events = events
+        self._wake = asyncio.Event()
+        self._watch_task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self.offset = 0
+        self.rotations = 0
+        self.truncations = 0
+
+    async def _watch(self) -> None:
+        try:
+            from watchfiles import awatch
+        except ImportError:  # pragma: no cover - watchfiles is a dependency
+            return
+        directory = self.path.parent if self.path.parent.exists() else Path(".")
+        with contextlib.suppress(Exception):  # inotify unavailable: the poll still runs
+            async for _ in awatch(directory, debounce=5, step=5, stop_event=self._stop, rust_timeout=500,
+                                  recursive=False, ignore_permission_denied=True):
+                self._wake.set()
+
+    async def _wait(self) -> None:
+        if self._watch_task is None and self.events:
+            self._watch_task = asyncio.create_task(self._watch())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self.poll_s)
+        self._wake.clear()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Complete lines, as they arrive, forever (the caller stops iterating)."""
+        fd: int | None = None
+        ident: tuple[int, int] | None = None
+        chunker = LineChunker()
+        try:
+            while True:
+                if fd is None:
+                    try:
+                        fd = os.open(self.path, os.O_RDONLY)
+                    except FileNotFoundError:
+                        await self._wait()
+                        continue
+                    except OSError as e:
+                        from bootwatch.errors import UsageError
+
+                        raise UsageError(f"{self.path}: cannot open: {e.strerror}") from None
+                    st = os.fstat(fd)
+                    ident = (st.st_dev, st.st_ino)
+                    self.offset = self.start if self.start <= st.st_size else 0
+                    self.start = 0  # only the first file opened starts late
+                    os.lseek(fd, self.offset, os.SEEK_SET)
+                got = False
+                while True:
+                    block = os.read(fd, READ_SIZE)
+                    if not block:
+                        break
+                    got = True
+                    self.offset += len(block)
+                    out = chunker.push(block)
+                    if out:
+                        yield out
+                # What is at the path now: the same file, a truncated one, or a new one?
+                try:
+                    st = os.stat(self.path)
+                except FileNotFoundError:
+                    st = None
+                if st is not None and (st.st_dev, st.st_ino) != ident:
+                    # Rotated or replaced: the old file has been read to its end; its last line is complete.
+                    tail = chunker.flush()
+                    if tail:
+                        yield tail
+                    os.close(fd)
+                    fd, ident = None, None
+                    self.rotations += 1
+                    continue
+                if st is not None and st.st_size < self.offset:
+                    # Truncated in place (copytruncate): start over at the beginning.
+                    chunker = LineChunker()
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    self.offset = 0
+                    self.truncations += 1
+                    continue
+                if not got:
+                    await self._wait()
+        finally:
+            if fd is not None:
+                os.close(fd)
+            self.close()
+
+
+def last_launch_offset(path: str | os.PathLike[str], marker: re.Pattern[bytes], window: int = 1 << 22) -> int:
+    """Byte offset where the last launch in the file starts (0 if none is marked).
+
+    Reads backwards in blocks, so the cost does not grow with the file. Two markers close together (vLLM's
+    banner and its engine line) belong to one launch: the earlier one is taken.
+    """
+    size = os.path.getsize(path)
+    found: list[int] = []
+    with open(path, "rb") as f:
+        end = size
+        while end > 0 and len(found) < 2:
+            begin = max(0, end - window)
+            f.seek(begin)
+            block = f.read(end - begin + 4096)  # overlap so that a marker cut by the block edge is seen
+            hits = [begin + m.start() for m in marker.finditer(block) if begin + m.start() < end]
+            found = sorted(set(found + hits), reverse=True)[:2]
+            end = begin
+    if not found:
+        return 0
+    last = found[0]
+    if len(found) > 1 and last - found[1] < (256 << 10):
+        last = found[1]
+    with open(path, "rb") as f:
+        f.seek(max(0, last - 65536))
+        before = f.read(last - max(0, last - 65536))
+    return last - (len(before) - before.rfind(b"\n") - 1) if b"\n" in before else max(0, last - len(before))
