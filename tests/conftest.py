@@ -20,3 +20,37 @@ def corpus_labels() -> list[Path]:
 def corpus() -> Path:
     assert CORPUS.is_dir(), f"corpus not found at {CORPUS} (set BOOTWATCH_CORPUS)"
     return CORPUS
+
+
+HELPER = ROOT / "tests" / "helpers" / "fake_server.py"
+
+
+def _strays() -> list:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = p.info.get("cmdline") or []
+        # The stand-in server itself (python fake_server.py ...), not a bootwatch that names it as an argument.
+        if len(cmd) > 1 and cmd[1].endswith("fake_server.py"):
+            out.append(p)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_orphans():
+    """Every test leaves no server process behind; a stray one fails the test (and is killed)."""
+    yield
+    import time
+
+    deadline = time.time() + 3
+    strays = _strays()
+    while strays and time.time() < deadline:
+        time.sleep(0.1)
+        strays = _strays()
+    for p in strays:
+        try:
+            p.kill()
+        except Exception:
+            pass
+    assert not strays, f"processes left behind: {[p.pid for p in strays]}"

@@ -104,7 +104,7 @@ def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
             first = False
             data = chunker.push(block)
             offset += len(data)
-            analyzer.feed(data)
+            analyzer.feed(data, time.time())
     return offset
 
 

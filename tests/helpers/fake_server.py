@@ -76,6 +76,7 @@ def main() -> int:
     ap.add_argument("--kill-child-after-ready", action="store_true")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGINT, lambda *_: os._exit(0))
     out = open(a.out, "ab", buffering=0) if a.out else sys.stdout.buffer  # noqa: SIM115
     child = None
     if a.child:
@@ -106,6 +107,7 @@ def main() -> int:
         if not a.early_port:
             serve(a.port)
     if child is not None and a.kill_child_after_ready:
+        time.sleep(1.0)  # a real engine process lives for a while before it dies
         child.kill()
         child.wait()
     mode = a.then

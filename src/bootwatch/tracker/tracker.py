@@ -357,13 +357,16 @@ class Tracker:
         ev.append(Event("failed", launch.last_t, {**f, "runtime": runtime}))
 
     def settle(self, now: float) -> list[Event]:
-        """Live: a death seen in the log becomes a verdict once its traceback has had time to print."""
+        """Live: a death seen in the log becomes a verdict once the log has been quiet for a moment,
+        so that the traceback that explains it has been printed."""
         ev: list[Event] = []
         launch = self.launch
-        if launch is None or self.tb.busy:
+        if launch is None or self._last_evidence_t is None:
             return ev
         pending = launch.dying if launch.ready is None else launch.dying_after_ready
-        if pending is not None and self._last_evidence_t is not None and now - self._last_evidence_t >= self.grace_s:
+        quiet_since = max(self._last_evidence_t, launch.last_t or 0.0)
+        if pending is not None and now - quiet_since >= self.grace_s:
+            self.tb.flush()
             self._decide(launch, ev)
         return ev
 

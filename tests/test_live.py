@@ -1,0 +1,272 @@
+"""watch / run / replay against real processes: a writer that plays a real corpus log with its pacing
+scaled down, servers that exit, die, hang, lose a child or open their port early."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import CORPUS, HELPER
+
+BOOTWATCH = [sys.executable, "-m", "bootwatch"]
+READY_VLLM = CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"
+FAILED_SGLANG = CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log"
+READY_SGLANG = CORPUS / "sglang/docs-2025-05-no-tp0-prefix-ready.log"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fake(log: Path, *extra: str) -> list[str]:
+    return [sys.executable, str(HELPER), str(log), *extra]
+
+
+def bw(*args: str, timeout: float = 60) -> tuple[int, list[dict]]:
+    p = subprocess.run([*BOOTWATCH, *args], capture_output=True, text=True, timeout=timeout)
+    events = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    assert "Traceback" not in p.stderr, p.stderr
+    return p.returncode, events
+
+
+def summary(events: list[dict]) -> dict:
+    assert events and events[-1]["event"] == "summary", events[-3:]
+    return events[-1]
+
+
+def test_watch_follows_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    writer = subprocess.Popen(fake(READY_VLLM, "--out", str(log)), start_new_session=True)
+    try:
+        code, events = bw("watch", str(log), "--json", "--timeout", "30")
+    finally:
+        writer.wait(timeout=30)
+    s = summary(events)
+    assert code == 0 and s["verdict"] == "ready"
+    kinds = [e["event"] for e in events]
+    assert "phase" in kinds and "ready" in kinds and kinds.index("phase") < kinds.index("ready")
+    assert s["ready"]["text"] == "Application startup complete."
+
+
+def test_watch_reports_the_root_cause_of_a_failure(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    writer = subprocess.Popen(fake(FAILED_SGLANG, "--out", str(log)), start_new_session=True)
+    try:
+        code, events = bw("watch", str(log), "--json", "--timeout", "30")
+    finally:
+        writer.wait(timeout=30)
+    s = summary(events)
+    assert code == 1 and s["verdict"] == "failed"
+    assert s["failure"]["text"].startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert any(e["event"] == "failed" for e in events)
+
+
+def test_watch_ignores_a_stale_ready_and_judges_the_new_launch(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(READY_SGLANG.read_bytes())  # an earlier launch that was ready
+    proc = subprocess.Popen([*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30"], stdout=subprocess.PIPE,
+                            text=True)
+    time.sleep(1.0)
+    assert proc.poll() is None, "a ready line from an earlier launch is not readiness now"
+    subprocess.run(fake(FAILED_SGLANG, "--out", str(log)), check=True, timeout=30)
+    out, _ = proc.communicate(timeout=30)
+    events = [json.loads(x) for x in out.splitlines()]
+    assert proc.returncode == 1 and summary(events)["verdict"] == "failed"
+
+
+def test_watch_times_out_with_124(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    subprocess.run(fake(READY_SGLANG, "--out", str(log), "--lines", "8"), check=True, timeout=30)
+    code, events = bw("watch", str(log), "--json", "--timeout", "1.5", "--stall", "1h")
+    assert code == 124 and summary(events)["verdict"] == "timeout"
+    assert any(e["event"] == "timeout" for e in events)
+
+
+def test_watch_stall_in_distributed_init_exits_4(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    # The real log up to "Init torch distributed begin." and then silence.
+    lines = READY_SGLANG.read_bytes().split(b"\n")
+    cut = next(i for i, x in enumerate(lines) if b"Init torch distributed begin" in x) + 1
+    log.write_bytes(b"\n".join(lines[:cut]) + b"\n")
+    code, events = bw("watch", str(log), "--from-start", "--json", "--stall", "1", "--timeout", "60")
+    assert code == 4
+    stall = [e for e in events if e["event"] == "stall"]
+    assert stall and stall[0]["phase"] == "distributed_init"
+    assert "Init torch distributed begin." in stall[0]["message"]
+    assert summary(events)["verdict"] == "stalled"
+
+
+def test_watch_url_refused_then_503_then_200(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    port = free_port()
+    writer = subprocess.Popen(fake(READY_VLLM, "--out", str(log), "--port", str(port), "--early-port",
+                                   "--then", "serve", "--scale", "0.02"), start_new_session=True)
+    try:
+        code, events = bw("watch", str(log), "--json", "--url", f"http://127.0.0.1:{port}/health",
+                          "--verify", "--timeout", "30")
+    finally:
+        writer.terminate()
+        writer.wait(timeout=10)
+    health = [e["value"] for e in events if e["event"] == "fact" and e["name"] == "health"]
+    assert code == 0, events[-1]
+    assert "503 (starting)" in health and health[-1] == "200"
+    assert health.index("503 (starting)") < health.index("200")
+    verify = [e for e in events if e["event"] == "fact" and e["name"] == "verify_latency_s"]
+    assert verify and verify[0]["ok"] is True
+
+
+def test_run_then_runs_the_command_and_stops_the_server(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    marker = tmp_path / "then-ran"
+    code, events = bw("run", "--log", str(log), "--json", "--then", f"touch {marker}", "--",
+                      *fake(READY_VLLM, "--then", "serve"))
+    assert code == 0 and marker.exists()
+    assert summary(events)["verdict"] == "ready"
+    # Every byte the server printed, as printed, up to the moment --then was done and it was stopped.
+    written = log.read_bytes()
+    assert READY_VLLM.read_bytes().startswith(written) and b"Application startup complete." in written
+
+
+def test_run_then_exit_code_is_the_commands(tmp_path: Path) -> None:
+    code, _ = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--then", "exit 7", "--",
+                 *fake(READY_VLLM, "--then", "serve"))
+    assert code == 7
+
+
+def test_run_server_exits_nonzero_with_traceback(tmp_path: Path) -> None:
+    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--", *fake(FAILED_SGLANG, "--then", "exit:1"))
+    s = summary(events)
+    assert code == 1 and s["verdict"] == "failed" and s["failure"]["category"] == "oom"
+
+
+def test_run_sigkill_without_traceback_says_killed(tmp_path: Path) -> None:
+    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--",
+                      *fake(READY_SGLANG, "--lines", "12", "--then", "kill"))
+    s = summary(events)
+    assert code == 1 and s["failure"]["category"] == "killed"
+    assert "SIGKILL" in s["failure"]["text"] and "OOM" in s["failure"]["text"]
+
+
+def test_run_child_dies_while_parent_lives(tmp_path: Path) -> None:
+    start = time.time()
+    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--timeout", "60", "--",
+                      *fake(READY_SGLANG, "--lines", "12", "--child", "VLLM::EngineCore",
+                            "--kill-child-after-ready", "--then", "hang"))
+    s = summary(events)
+    assert code == 1 and "VLLM::EngineCore" in s["failure"]["text"]
+    assert time.time() - start < 20  # now, not at the timeout
+
+
+def test_run_hang_stalls_and_the_server_is_stopped(tmp_path: Path) -> None:
+    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--stall", "1", "--",
+                      *fake(READY_SGLANG, "--lines", "3", "--then", "hang"))
+    assert code == 4 and summary(events)["verdict"] == "stalled"
+
+
+def test_run_port_open_early_is_not_ready(tmp_path: Path) -> None:
+    port = free_port()
+    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--url", f"http://127.0.0.1:{port}/health",
+                      "--then", "true", "--", *fake(READY_VLLM, "--port", str(port), "--early-port", "--then", "serve",
+                                                   "--scale", "0.02"))
+    assert code == 0
+    kinds = [(e["event"], e.get("value")) for e in events]
+    assert ("fact", "503 (starting)") in kinds
+    ready_at = [i for i, e in enumerate(events) if e["event"] == "ready"]
+    first_503 = kinds.index(("fact", "503 (starting)"))
+    assert ready_at and first_503 < ready_at[0]
+
+
+def test_run_port_held_by_another_process_is_not_ready(tmp_path: Path) -> None:
+    port = free_port()
+    other = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--url",
+                          f"http://127.0.0.1:{port}/health", "--timeout", "3", "--stall", "1h", "--",
+                          *fake(READY_SGLANG, "--lines", "12", "--then", "hang"))
+    finally:
+        other.terminate()
+        other.wait()
+    assert code == 124
+    health = [e["value"] for e in events if e["event"] == "fact" and e["name"] == "health"]
+    assert health and all("not this server" in h for h in health)
+
+
+def test_run_detach_leaves_the_server_running(tmp_path: Path) -> None:
+    log = tmp_path / "r.log"
+    p = subprocess.run([*BOOTWATCH, "run", "--log", str(log), "--detach", "--",
+                        *fake(READY_VLLM, "--then", "serve")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    pid = int(p.stdout.split("server pid ")[1].split()[0])
+    try:
+        os.kill(pid, 0)  # still alive
+    finally:
+        os.killpg(pid, signal.SIGTERM)
+
+
+def test_run_ctrl_c_stops_the_server_and_exits_130(tmp_path: Path) -> None:
+    proc = subprocess.Popen([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--json", "--",
+                             *fake(READY_SGLANG, "--lines", "5", "--then", "hang")], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+
+
+def test_run_plain_follows_after_ready_until_the_server_exits(tmp_path: Path) -> None:
+    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--",
+                      *fake(READY_VLLM, "--then", "exit:0"))
+    assert code == 0 and summary(events)["verdict"] == "ready"
+    code, events = bw("run", "--log", str(tmp_path / "r2.log"), "--json", "--",
+                      *fake(READY_VLLM, "--then", "exit:3"))
+    s = summary(events)
+    assert code == 1 and s["verdict"] == "ready" and s["runtime_failure"] is not None
+
+
+WRITER = r"""
+import hashlib, os, sys
+h = hashlib.sha256(); n = 0; i = 0
+while n < 200 * 1024 * 1024:
+    chunk = (b"line %d \xff\xfe invalid utf-8 \r progress %d" % (i, i)) * 50
+    if i % 3 == 0:
+        chunk += b"\n"
+    os.write(1, chunk); h.update(chunk); n += len(chunk); i += 1
+open(sys.argv[1], "w").write(h.hexdigest())
+"""
+
+
+def test_run_keeps_every_byte_of_a_fast_writer(tmp_path: Path) -> None:
+    log, digest = tmp_path / "big.log", tmp_path / "sha"
+    code, events = bw("run", "--log", str(log), "--json", "--", sys.executable, "-c", WRITER, str(digest),
+                      timeout=300)
+    import hashlib
+
+    got = hashlib.sha256(log.read_bytes()).hexdigest()
+    assert got == digest.read_text()
+    assert code == 1  # it exited 0 without ever being ready: not a successful startup
+
+
+@pytest.mark.parametrize("label", sorted(CORPUS.glob("*/*.json")), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_replay_agrees_with_report(label: Path) -> None:
+    log = label.with_suffix(".log")
+    rep = json.loads(subprocess.run([*BOOTWATCH, "report", "--json", str(log)], capture_output=True, text=True,
+                                    timeout=60).stdout)
+    code, events = bw("replay", "--speed", "0", "--json", str(log))
+    s = summary(events)
+    assert s["verdict"] == rep["verdict"]
+    assert code == {"ready": 0, "failed": 1, "incomplete": 3}[rep["verdict"]]
+    if rep["failure"]:
+        assert s["failure"]["text"] == rep["failure"]["text"]
+    if rep["ready"]:
+        assert s["ready"]["line_no"] == rep["ready"]["line_no"]
