@@ -23,7 +23,33 @@ STRUCTURAL = (
 
 
 def _unanchor(pattern: str) -> str:
-    return pattern[1:] if pattern.startswith("^") else pattern
+    """Drop every `^` anchor (outside character classes): in a rule it means the start of the message, which
+    in the raw line comes after a prefix. Dropping an anchor only widens the prefilter, never narrows it."""
+    out = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            out.append(c)
+        elif c == "[":
+            in_class = True
+            out.append(c)
+            if pattern[i + 1:i + 2] == "^":  # a negated class keeps its ^
+                out.append("^")
+                i += 1
+            if pattern[i + 1:i + 2] == "]":  # "]" first in a class is a literal
+                out.append("]")
+                i += 1
+        elif c != "^":
+            out.append(c)
+        i += 1
+    return "".join(out)
 
 
 class Prefilter:

@@ -268,9 +268,11 @@ class Tracker:
             if not r.regex.search(text) or (r.levels and line.level not in r.levels):
                 continue
             if r.role in ("cause", "cause_before"):
-                if r.role == "cause":
-                    self._add_candidate(launch, Candidate(line.no, text, line.proc, "fatal", line.no,
-                                                          r.category, list(launch.recent) + [line.raw]), ev)
+                # cause_before: the line says the server gives up; an earlier line says why. If none does,
+                # this line is still the best there is (a death candidate, chosen last).
+                kind = "fatal" if r.role == "cause" else "death"
+                self._add_candidate(launch, Candidate(line.no, text, line.proc, kind, line.no, r.category,
+                                                      list(launch.recent) + [line.raw]), ev)
                 self._mark_dying(launch, line, t)
             elif r.role == "death":
                 self._add_candidate(launch, Candidate(line.no, text, line.proc, "death", line.no, r.category,

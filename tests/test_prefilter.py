@@ -1,0 +1,33 @@
+"""The RE2 prefilter may pass lines that no rule wants, but must never drop a line that a rule matches."""
+
+from __future__ import annotations
+
+from bootwatch.analyze import rules_for
+from bootwatch.lines import Normalizer
+from bootwatch.lines.ansi import strip_ansi_bytes
+
+from .test_rule_examples import real_lines
+
+
+def test_prefilter_keeps_every_line_a_rule_matches() -> None:
+    book, pre = rules_for(())
+    rules = list(book.all_rules())
+    missed = []
+    for raw in real_lines():
+        data = strip_ansi_bytes(raw.encode("utf-8", "replace")) + b"\n"
+        hit = bool(pre.line_starts(data))
+        if hit:
+            continue
+        for seg in Normalizer(2025).lines(1, raw):
+            for r in rules:
+                if r.regex.search(seg.text):
+                    missed.append((r.source, raw[:120]))
+    assert not missed, missed[:5]
+
+
+def test_prefilter_finds_line_starts() -> None:
+    _, pre = rules_for(())
+    data = (b"noise\n[2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB\nmore noise\n"
+            b"Traceback (most recent call last):\n")
+    starts = pre.line_starts(data)
+    assert [data[s:].split(b"\n")[0][:8] for s in starts] == [b"[2025-05", b"Tracebac"]
