@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The suite never writes to the user's own history store.
+os.environ["BOOTWATCH_HOME"] = tempfile.mkdtemp(prefix="bootwatch-test-home-")
 CORPUS = Path(os.environ.get("BOOTWATCH_CORPUS", ROOT.parent / "shared" / "corpus"))
 FIXTURES = ROOT / "tests" / "fixtures"
 

@@ -270,3 +270,19 @@ def test_replay_agrees_with_report(label: Path) -> None:
         assert s["failure"]["text"] == rep["failure"]["text"]
     if rep["ready"]:
         assert s["ready"]["line_no"] == rep["ready"]["line_no"]
+
+
+def test_history_records_watched_startups(tmp_path: Path) -> None:
+    env_home = tmp_path / "home"
+    env = {**os.environ, "BOOTWATCH_HOME": str(env_home)}
+    subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--then", "true", "--",
+                    *fake(READY_SGLANG, "--then", "serve")], env=env, capture_output=True, timeout=60, check=True)
+    subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "f.log"), "--", *fake(FAILED_SGLANG, "--then", "exit:1")],
+                   env=env, capture_output=True, timeout=60)
+    p = subprocess.run([*BOOTWATCH, "history", "--json"], env=env, capture_output=True, text=True, timeout=30)
+    entries = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [e["verdict"] for e in entries] == ["ready", "failed"]
+    assert entries[0]["engine"] == "sglang" and entries[0]["model"] == "qwen/qwen2.5-0.5b-instruct"
+    assert "load_weights" in entries[0]["phases"] and entries[1]["failure"].startswith("torch.OutOfMemoryError")
+    table = subprocess.run([*BOOTWATCH, "history"], env=env, capture_output=True, text=True, timeout=30).stdout
+    assert "qwen/qwen2.5-0.5b-instruct" in table and "failed" in table

@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("log")
     rp.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = at once")
     live_common(rp)
+
+    h = sub.add_parser("history", help="past startups seen on this machine (by watch and run)")
+    h.add_argument("--json", action="store_true", help="one JSON object per startup")
+    h.add_argument("--limit", type=int, default=50, help="the last N startups (default 50)")
     return p
 
 
@@ -92,6 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "history":
+            from bootwatch.sinks import history
+
+            entries = history.load(args.limit)
+            if args.json:
+                for e in entries:
+                    sys.stdout.write(json.dumps(e) + "\n")
+            else:
+                history.render(entries, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
+            return 0
         if args.command in ("watch", "run", "replay"):
             import asyncio
 

@@ -19,6 +19,7 @@ from bootwatch.engines.prefilter import strip_names
 from bootwatch.errors import UsageError
 from bootwatch.probes.http import HttpProbe
 from bootwatch.session import EXIT, Options, Session
+from bootwatch.sinks import history
 from bootwatch.sinks.events import JsonSink, PlainSink
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.sources.file import FileFollower, last_launch_offset
@@ -60,8 +61,11 @@ async def _with_interrupt(coro: Any) -> tuple[str, bool]:
             loop.remove_signal_handler(sig)
 
 
-def _finish(session: Session, sink: Any, outcome: str) -> int:
-    sink.close(session.summary(outcome), time.time())
+def _finish(session: Session, sink: Any, outcome: str, record_as: tuple[str, str] | None = None) -> int:
+    summary = session.summary(outcome)
+    sink.close(summary, time.time())
+    if record_as is not None:
+        history.record(summary, *record_as)
     return EXIT.get(outcome, 1)
 
 
@@ -136,7 +140,7 @@ async def watch(args: Any) -> int:
         if args.verify and probe is None:
             raise UsageError("--verify needs --url")
         outcome, _ = await _with_interrupt(session.run(follower.chunks()))
-        code = _finish(session, sink, outcome)
+        code = _finish(session, sink, outcome, (src, "watch"))
         if outcome == "ready" and args.then:
             return await _run_then(args.then, None, session)
         return code
@@ -221,17 +225,17 @@ async def run(args: Any) -> int:
         outcome, _ = await _with_interrupt(session.run(follower.chunks()))
         if outcome == "ready" and args.detach:
             stop_server = False
-            code = _finish(session, sink, "ready")
+            code = _finish(session, sink, "ready", (str(log_path), "run"))
             print(f"server pid {server.pid} runs on; log: {log_path}", file=sys.stderr if args.json else sys.stdout)
             return code
         if outcome == "ready" and args.then:
-            code = _finish(session, sink, "ready")
+            _finish(session, sink, "ready", (str(log_path), "run"))
             rc = await _run_then(args.then, server, session)
             stop_server = not args.keep
             return rc
         if args.keep and outcome in ("stalled", "timeout"):
             stop_server = False
-        return _finish(session, sink, outcome)
+        return _finish(session, sink, outcome, (str(log_path), "run"))
     finally:
         follower.close()
         if probe is not None:
