@@ -23,6 +23,8 @@ def real_lines() -> tuple[str, ...]:
     out: list[str] = []
     for path in sorted(CORPUS.glob("*/*.log")):
         out += strip_ansi(path.read_bytes().decode("utf-8", "replace")).split("\n")
+    for path in sorted((FIXTURES / "recorded").glob("*.log")):  # recorded by the project from real servers
+        out += strip_ansi(path.read_bytes().decode("utf-8", "replace")).split("\n")
     for path in sorted((FIXTURES / "real_lines").glob("*.log")):
         out += [x for x in path.read_text("utf-8").split("\n") if x and not x.startswith("# ")]
     return tuple(out)

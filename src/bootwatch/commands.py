@@ -92,7 +92,7 @@ def _launch_marker(rules: list[str]) -> Any:
     return re2.compile("|".join(f"(?:{strip_names(p)})" for p in parts).encode())
 
 
-def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
+def _catch_up(path: Path, analyzer: Analyzer, start: int, events: list[Any]) -> int:
     """Read what the file already holds (from `start`) up to its last complete line; returns where it ended."""
     chunker = LineChunker()
     offset = start
@@ -108,7 +108,7 @@ def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
             first = False
             data = chunker.push(block)
             offset += len(data)
-            analyzer.feed(data, time.time())
+            events += analyzer.feed(data, time.time())
     return offset
 
 
@@ -127,11 +127,15 @@ async def watch(args: Any) -> int:
     start, await_new = 0, False
     if path.exists():
         begin = 0 if args.from_start else last_launch_offset(path, _launch_marker(args.rules))
-        start = _catch_up(path, analyzer, begin)
+        history_events: list[Any] = []
+        start = _catch_up(path, analyzer, begin, history_events)
         await_new = not args.from_start and analyzer.tracker.verdict() in ("ready", "failed")
         if await_new:
             sink.note(time.time(), f"the last launch in {src} already ended ({analyzer.tracker.verdict()}); "
                       "waiting for a new launch")
+        else:
+            for ev in history_events:  # what the current launch went through before we looked
+                sink.event(ev, time.time())
     probe = HttpProbe(args.url) if args.url else None
     follower = FileFollower(path, start=start)
     opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=await_new)
@@ -214,11 +218,9 @@ async def run(args: Any) -> int:
     sink.note(time.time(), f"started pid {server.pid}: {shlex.join(argv)}  (log: {log_path})")
     probe = HttpProbe(url) if url else None
     follower = FileFollower(log_path, start=server.start_offset)
-    if args.verify and probe is None:
-        raise UsageError("--verify needs a URL: give --url, or a --port in the server's command line")
     follow = not args.detach and not args.then
     opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, follow_after_ready=follow,
-                   critical=book.processes)
+                   critical=book.processes, probe_required=bool(args.url))
     session = Session(analyzer, sink, opts, probe=probe, server=server, source_bytes=lambda: follower.offset)
     stop_server = True
     try:
@@ -238,7 +240,7 @@ async def run(args: Any) -> int:
         return _finish(session, sink, outcome, (str(log_path), "run"))
     finally:
         follower.close()
-        if probe is not None:
-            await probe.close()
+        if session.probe is not None:
+            await session.probe.close()
         if stop_server:
             await server.stop()

@@ -36,6 +36,7 @@ class Options:
     await_new_launch: bool = False  # the file's last launch already ended: judge only a new one
     follow_after_ready: bool = False  # run: keep following until the server exits
     critical: tuple[str, ...] = ()  # process titles whose death is the server's death
+    probe_required: bool = True  # the user gave the URL: it must answer 200. A URL bootwatch guessed only helps.
 
 
 class Session:
@@ -61,6 +62,7 @@ class Session:
         self.health = "not checked"
         self.verify_result: tuple[bool, float, str] | None = None
         self._baseline_launches = 0
+        self._prober: asyncio.Task[None] | None = None
 
     # ---- helpers -----------------------------------------------------------------------------------
     def emit(self, events: list[Event]) -> None:
@@ -123,10 +125,21 @@ class Session:
     def _is_ready(self) -> bool:
         if self.verdict() == "failed" or (self.tracker.launch and self.tracker.launch.dying is not None):
             return False
-        if self.probe is not None:
+        if self.probe is not None and self.opts.probe_required:
             # The probe must pass; a log that says ready is not enough when the user asked for a URL.
             return self._probe_ready()
-        return self._log_ready()
+        # A guessed URL answering 200 from our own process also counts: some logs never say ready
+        # (SGLang at --log-level warning).
+        return self._log_ready() or self._probe_ready()
+
+    def _probe_from_log(self) -> None:
+        """run without a URL: the port the server says it listens on becomes the probe."""
+        if self.probe is not None or self.server is None or self.tracker.launch is None:
+            return
+        port = self.tracker.launch.facts.get("port")
+        if isinstance(port, int) and 0 < port < 65536:
+            self.probe = HttpProbe(f"http://127.0.0.1:{port}/health")
+            self._prober = asyncio.create_task(self._probe_loop())
 
     def _check_children(self) -> None:
         """A child that matters (vLLM EngineCore, SGLang scheduler) dying while the parent lives on."""
@@ -175,7 +188,7 @@ class Session:
         """Returns the outcome: ready | failed | incomplete | stalled | timeout (interrupts propagate)."""
         self._baseline_launches = self.tracker.launches if self.opts.await_new_launch else 0
         reader = asyncio.create_task(self._read(chunks))
-        prober = asyncio.create_task(self._probe_loop()) if self.probe is not None else None
+        self._prober = asyncio.create_task(self._probe_loop()) if self.probe is not None else None
         last_child_check = 0.0
         try:
             while True:
@@ -188,6 +201,7 @@ class Session:
                     if seen != self._bytes_seen:
                         self._bytes_seen, self.last_output = seen, now
                 self.emit(self.tracker.settle(now))
+                self._probe_from_log()
                 if self.server is not None and now - last_child_check >= 0.25:
                     last_child_check = now
                     self._check_children()
@@ -230,19 +244,20 @@ class Session:
                     return "died"
         finally:
             reader.cancel()
-            if prober is not None:
-                prober.cancel()
+            if self._prober is not None:
+                self._prober.cancel()
             with contextlib.suppress(BaseException):
                 await reader
-            if prober is not None:
+            if self._prober is not None:
                 with contextlib.suppress(BaseException):
-                    await prober
+                    await self._prober
 
     async def _verify(self) -> bool:
         """Ready means the model generates: one completion, with its latency."""
         if self.probe is None:
-            return True
-        ok, took, err = await self.probe.verify()
+            ok, took, err = False, 0.0, "cannot verify: no URL (give --url, or a --port the server listens on)"
+        else:
+            ok, took, err = await self.probe.verify()
         self.verify_result = (ok, took, err)
         now = time.time()
         self.sink.event(Event("fact", now, {"name": "verify_latency_s", "value": round(took, 3), "ok": ok,

@@ -56,6 +56,8 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
         procs = f" on {', '.join(f['procs'])}" if f.get("procs") else ""
         console.print(Text(f"  root cause (line {f['line_no']}, {f['category']}{procs}):", style="bold"))
         console.print(Text("    " + f["text"], style="red"))
+        if f.get("detail"):
+            console.print(Text("    " + f["detail"], style="red"))
         ctx = [c for c in f.get("context", []) if c.strip()]
         if ctx:
             console.print("  context:", style="dim")

@@ -24,6 +24,9 @@ class Candidate:
     wrapper: bool = False
     cancelled: bool = False
     runtime: bool = False  # seen after the server was ready
+    tb: Traceback | None = None  # for traceback candidates: the chain may still grow
+    detail: str | None = None
+    chain: list[str] = field(default_factory=list)
 
     @property
     def termination(self) -> bool:
@@ -32,8 +35,13 @@ class Candidate:
 
 
 def from_traceback(tb: Traceback) -> Candidate:
-    no, text = tb.root
-    return Candidate(no, text, tb.proc, "traceback", tb.header_no, context=tb.context)
+    no, text = tb.exceptions[0]
+    return Candidate(no, text, tb.proc, "traceback", tb.header_no, context=tb.context, tb=tb)
+
+
+def is_termination(text: str) -> bool:
+    m = EXC_NAME.match(text)
+    return bool(m) and m.group(1) in TERMINATIONS
 
 
 def choose(cands: list[Candidate]) -> Candidate | None:
@@ -62,8 +70,8 @@ def choose(cands: list[Candidate]) -> Candidate | None:
     # A line that names the cause more precisely, printed just before or inside the chosen block.
     for c in live:
         if c.kind == "detail" and chosen.start_no - 5 <= c.line_no <= chosen.line_no and chosen.kind != "detail":
-            detail = Candidate(c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context)
-            return detail
+            return Candidate(c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context,
+                             detail=chosen.text)
     return chosen
 
 
@@ -79,6 +87,10 @@ def same_failure_procs(chosen: Candidate, cands: list[Candidate]) -> list[str]:
 def failure_json(c: Candidate, procs: list[str]) -> dict[str, Any]:
     d: dict[str, Any] = {"line_no": c.line_no, "text": c.text, "category": c.category or "unknown",
                          "context": c.context[-15:]}
+    if c.detail:
+        d["detail"] = c.detail
+    if len(c.chain) > 1:
+        d["chain"] = c.chain
     if procs:
         d["procs"] = procs
     return d

@@ -39,12 +39,7 @@ class Traceback:
     context: list[str] = field(default_factory=list)
     state: str = "frames"  # frames -> linger (after an exception line) -> chain (after a chain marker)
     idle: int = 0  # lines seen in linger/chain state, or stray lines in frames state
-
-    @property
-    def root(self) -> tuple[int, str]:
-        # The first exception of a chain is the one that started it (e.g. HF 401 under vLLM's
-        # "Invalid repository ID"); later ones are consequences raised while handling it.
-        return self.exceptions[0]
+    details: dict[int, str] = field(default_factory=dict)  # exception line -> its indented continuation
 
     def keep(self, raw: str) -> None:
         self.context.append(raw)
@@ -116,6 +111,9 @@ class TracebackAssembler:
             tb.state, tb.idle = "chain", 0
             tb.keep(line.raw)
             return True, None
+        if indented and stripped and tb.state == "linger" and tb.exceptions[-1][0] not in tb.details:
+            # The message goes on below the exception line (pydantic: "  Value error, ...").
+            tb.details[tb.exceptions[-1][0]] = stripped
         if not stripped or (indented and tb.state == "linger"):
             tb.idle += 1
             if tb.idle > 8:

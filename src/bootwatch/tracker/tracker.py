@@ -11,7 +11,14 @@ from typing import Any
 from bootwatch.engines.rules import EngineRules, Rule, RuleBook
 from bootwatch.lines import Line
 from bootwatch.tracker import derived
-from bootwatch.tracker.candidates import Candidate, choose, failure_json, from_traceback, same_failure_procs
+from bootwatch.tracker.candidates import (
+    Candidate,
+    choose,
+    failure_json,
+    from_traceback,
+    is_termination,
+    same_failure_procs,
+)
 from bootwatch.tracker.events import Event
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.phases import RANK, Phase
@@ -334,8 +341,29 @@ class Tracker:
             launch.dying = line.no
         self._last_evidence_t = t
 
+    def _settle_chain(self, launch: Launch, c: Candidate) -> None:
+        """A chained traceback names its cause in its last exception (the error the library chose to
+        raise, e.g. "OSError: ... is not a valid JSON file" over the JSONDecodeError it caught), unless that
+        one only wraps or terminates: then the latest one that does not."""
+        tb = c.tb
+        if tb is None or not tb.exceptions:
+            return
+        wrappers = [r for r in launch.rules["fatal"] if r.role in ("wrapper", "death")]
+        pick = tb.exceptions[0]
+        for no, text in reversed(tb.exceptions):
+            if not is_termination(text) and not any(r.regex.search(text) for r in wrappers):
+                pick = (no, text)
+                break
+        c.line_no, c.text = pick
+        c.detail = tb.details.get(pick[0])
+        c.chain = [t for _, t in tb.exceptions]
+        c.wrapper = any(r.regex.search(c.text) for r in wrappers)
+
     def _decide(self, launch: Launch, ev: list[Event], reason: str | None = None) -> None:
         runtime = launch.ready is not None
+        for c in launch.candidates:
+            if c.tb is not None:
+                self._settle_chain(launch, c)
         if runtime and launch.runtime_failure is not None or not runtime and launch.failure is not None:
             return
         cands = [c for c in launch.candidates if c.runtime == runtime]
