@@ -11,7 +11,7 @@ from .test_rule_examples import real_lines
 
 def test_prefilter_keeps_every_line_a_rule_matches() -> None:
     book, pre = rules_for(())
-    rules = list(book.all_rules())
+    rules = [r for r in book.all_rules() if r.kind != "category"]  # categories classify failures, not lines
     missed = []
     for raw in real_lines():
         data = strip_ansi_bytes(raw.encode("utf-8", "replace")) + b"\n"

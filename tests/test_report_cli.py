@@ -115,3 +115,18 @@ def test_bad_input_gives_a_message_not_a_traceback(case: str, tmp_path: Path) ->
         assert "cut" in p.stdout
     if case == "empty":
         assert "INCOMPLETE" in p.stdout and "empty" in p.stdout
+
+
+def test_report_of_many_appended_launches_reads_only_the_last(tmp_path: Path) -> None:
+    """The backwards scan for the last launch gives the same summary as reading every byte."""
+    from bootwatch.analyze import analyze_path
+
+    logs = sorted(CORPUS.glob("*/*.log"))
+    for tail in (logs[-1], logs[3], logs[20], CORPUS / "vllm/v0.9.1-wrapper-argparse-error-then-port-in-use.log"):
+        log = tmp_path / "many.log"
+        log.write_bytes(b"".join(p.read_bytes() for p in logs) * 2 + tail.read_bytes())
+        fast, full = analyze_path(log), analyze_path(log, exhaustive=True)
+        assert fast.get("skipped_bytes", 0) > 0
+        for key in ("verdict", "engine", "engine_version", "ready", "failure", "phases", "facts", "warnings",
+                    "launch_start_line", "last_line_no"):
+            assert fast[key] == full[key], (tail.name, key)

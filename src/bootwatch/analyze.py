@@ -11,12 +11,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import re2
+
 from bootwatch.engines import RuleBook, load_rulebook
-from bootwatch.engines.prefilter import Prefilter
+from bootwatch.engines.prefilter import Prefilter, _unanchor, strip_names
 from bootwatch.errors import UsageError
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.file import launch_starts
 from bootwatch.tracker import Event, Tracker
 
 _book_cache: dict[tuple[str, ...], tuple[RuleBook, Prefilter]] = {}
@@ -28,6 +31,27 @@ def rules_for(extra: Iterable[os.PathLike[str] | str] = ()) -> tuple[RuleBook, P
         book = load_rulebook([Path(p) for p in key])
         _book_cache[key] = (book, Prefilter(book))
     return _book_cache[key]
+
+
+def launch_marker(extra: Iterable[os.PathLike[str] | str] = ()) -> Any:
+    """One RE2 pattern (bytes) for every engine's launch lines: where a new launch may begin."""
+    book, _ = rules_for(extra)
+    parts = [strip_names(_unanchor(r.regex.pattern)) for _, r in book.launch]
+    return re2.compile("|".join(f"(?:{p})" for p in parts).encode())
+
+
+def count_lines(path: os.PathLike[str] | str, end: int) -> int:
+    """Newlines in the first `end` bytes of the file."""
+    n = 0
+    with open(path, "rb") as f:
+        left = end
+        while left > 0:
+            block = f.read(min(READ_SIZE * 4, left))
+            if not block:
+                break
+            n += block.count(b"\n")
+            left -= len(block)
+    return n
 
 
 def looks_binary(head: bytes) -> bool:
@@ -154,11 +178,30 @@ def year_of(path: os.PathLike[str] | str) -> int | None:
         return None
 
 
+# Where a report starts reading: this many launch markers before the end. A launch prints at most two
+# (vLLM's banner and its engine line); the tracker itself decides which marker starts the last launch.
+MARKERS_BACK = 4
+
+
 def analyze_path(path: os.PathLike[str] | str, engine: str | None = None,
-                 rules: Iterable[os.PathLike[str] | str] = ()) -> dict[str, Any]:
-    """`report` in one call: the summary of the last launch in the file."""
+                 rules: Iterable[os.PathLike[str] | str] = (), exhaustive: bool = False) -> dict[str, Any]:
+    """`report` in one call: the summary of the last launch in the file.
+
+    The summary speaks of the last launch only, so unless `exhaustive`, reading starts a few launch markers
+    before the end (found by scanning backwards): a log appended by a thousand launches costs one.
+    """
     analyzer = Analyzer(engine=engine, rules=rules, year=year_of(path))
     with open_log(path) as f:
+        start = 0
+        if not exhaustive:
+            try:
+                starts = launch_starts(path, launch_marker(rules), keep=MARKERS_BACK)
+            except OSError:
+                starts = []
+            if len(starts) == MARKERS_BACK and starts[0] > 0:
+                start = starts[0]
+                analyzer.next_no = count_lines(path, start) + 1
+                f.seek(start)
         try:
             analyze_file(f, analyzer)
         except OSError as e:
@@ -166,4 +209,6 @@ def analyze_path(path: os.PathLike[str] | str, engine: str | None = None,
     analyzer.finish()
     s = analyzer.summary()
     s["truncated_lines"] = getattr(analyzer, "truncated_lines", 0)
+    if start:
+        s["skipped_bytes"] = start  # earlier launches, not read
     return s

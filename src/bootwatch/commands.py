@@ -11,11 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import re2
 from rich.console import Console
 
-from bootwatch.analyze import Analyzer, looks_binary, open_log, rules_for, year_of
-from bootwatch.engines.prefilter import strip_names
+from bootwatch.analyze import Analyzer, launch_marker, looks_binary, open_log, rules_for, year_of
 from bootwatch.errors import UsageError
 from bootwatch.probes.http import HttpProbe
 from bootwatch.session import EXIT, Options, Session
@@ -86,12 +84,6 @@ async def replay(args: Any) -> int:
 _REMOTE = re.compile(r"^(?:ssh|docker|k8s)://|^[\w.\-]+@?[\w.\-]*:/")
 
 
-def _launch_marker(rules: list[str]) -> Any:
-    book, _ = rules_for(rules)
-    parts = [r.regex.pattern.lstrip("^") for _, r in book.launch]
-    return re2.compile("|".join(f"(?:{strip_names(p)})" for p in parts).encode())
-
-
 def _catch_up(path: Path, analyzer: Analyzer, start: int, events: list[Any]) -> int:
     """Read what the file already holds (from `start`) up to its last complete line; returns where it ended."""
     chunker = LineChunker()
@@ -126,7 +118,7 @@ async def watch(args: Any) -> int:
     sink = make_sink(args, analyzer, src)
     start, await_new = 0, False
     if path.exists():
-        begin = 0 if args.from_start else last_launch_offset(path, _launch_marker(args.rules))
+        begin = 0 if args.from_start else last_launch_offset(path, launch_marker(args.rules))
         history_events: list[Any] = []
         start = _catch_up(path, analyzer, begin, history_events)
         await_new = not args.from_start and analyzer.tracker.verdict() in ("ready", "failed")

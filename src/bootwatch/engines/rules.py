@@ -60,14 +60,54 @@ class EngineRules:
         for k in KINDS:
             yield from self.rules[k]
 
+    def index(self) -> dict[int, int]:
+        """id(rule) -> its position within its kind: rules compete in file order."""
+        return {id(r): i for k in KINDS for i, r in enumerate(self.rules[k])}
+
 
 @dataclass
 class RuleBook:
-    """The compiled rules of every engine, each already merged with the shared files it extends."""
+    """The compiled rules of every engine, each already merged with the shared files it extends.
+
+    `matching(text)` runs every pattern of every engine at once (an RE2 set) and returns the rules whose
+    pattern is found: the tracker then looks only at those, instead of trying each rule in turn.
+    """
 
     engines: dict[str, EngineRules]
     detect: list[tuple[str, Rule]]  # (engine, rule) pairs over all engines
     launch: list[tuple[str, Rule]]
+    positions: dict[str, dict[int, int]] = field(default_factory=dict)
+    _set: object = None
+    _by_index: list[list[Rule]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        import re2
+
+        from bootwatch.engines.prefilter import strip_names
+
+        self.positions = {name: er.index() for name, er in self.engines.items()}
+        rset = re2.Set.SearchSet(re2.Options())
+        where: dict[str, int] = {}
+        for rule in self.all_rules():
+            if rule.kind == "category":  # matched against a failure's text, never against lines
+                continue
+            pattern = strip_names(rule.regex.pattern)
+            if pattern not in where:
+                try:
+                    where[pattern] = rset.Add(pattern)
+                except Exception as e:  # re2 raises a bare error type
+                    raise UsageError(f"{rule.source}: pattern is not RE2-compatible ({e}): {pattern!r}") from None
+                self._by_index.append([])
+            self._by_index[where[pattern]].append(rule)
+        rset.Compile()
+        self._set = rset
+
+    def matching(self, text: str) -> list[Rule]:
+        hits = self._set.Match(text)  # type: ignore[attr-defined]
+        if not hits:
+            return []
+        by_index = self._by_index
+        return [r for i in hits for r in by_index[i]]
 
     @property
     def processes(self) -> tuple[str, ...]:

@@ -45,8 +45,8 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
     head.append(_SAY.get(v, v.upper()), style=_STYLE.get(v, "bold"))
     head.append(f"   {engine}{version}   {source}")
     console.print(head)
-    if summary.get("launches", 0) > 1:
-        console.print(f"  (the log holds {summary['launches']} launches; this is the last one, from line "
+    if summary.get("launches", 0) > 1 or summary.get("skipped_bytes"):
+        console.print(f"  (the log holds several launches; this is the last one, from line "
                       f"{summary.get('launch_start_line')})", style="dim")
     if v == "ready" and summary.get("ready"):
         r = summary["ready"]

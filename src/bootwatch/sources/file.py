@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
 
@@ -117,29 +117,33 @@ class FileFollower:
             self.close()
 
 
-def last_launch_offset(path: str | os.PathLike[str], marker: re.Pattern[bytes], window: int = 1 << 22) -> int:
-    """Byte offset where the last launch in the file starts (0 if none is marked).
+def launch_starts(path: str | os.PathLike[str], marker: Any, keep: int = 2, window: int = 1 << 22) -> list[int]:
+    """Line-start offsets of the last `keep` launch markers in the file, earliest first.
 
-    Reads backwards in blocks, so the cost does not grow with the file. Two markers close together (vLLM's
-    banner and its engine line) belong to one launch: the earlier one is taken.
+    Reads backwards in blocks, so the cost grows with the distance from the end to those markers, not with
+    the size of the file.
     """
     size = os.path.getsize(path)
-    found: list[int] = []
+    found: set[int] = set()
     with open(path, "rb") as f:
         end = size
-        while end > 0 and len(found) < 2:
+        while end > 0 and len(found) < keep:
             begin = max(0, end - window)
             f.seek(begin)
             block = f.read(end - begin + 4096)  # overlap so that a marker cut by the block edge is seen
-            hits = [begin + m.start() for m in marker.finditer(block) if begin + m.start() < end]
-            found = sorted(set(found + hits), reverse=True)[:2]
+            for m in marker.finditer(block):
+                if begin + m.start() < end:
+                    found.add(begin + block.rfind(b"\n", 0, m.start()) + 1)
             end = begin
-    if not found:
+    return sorted(found)[-keep:]
+
+
+def last_launch_offset(path: str | os.PathLike[str], marker: Any) -> int:
+    """Byte offset where the last launch in the file starts (0 if none is marked). Two markers close together
+    (vLLM's banner and its engine line) belong to one launch: the earlier one is taken."""
+    starts = launch_starts(path, marker, keep=2)
+    if not starts:
         return 0
-    last = found[0]
-    if len(found) > 1 and last - found[1] < (256 << 10):
-        last = found[1]
-    with open(path, "rb") as f:
-        f.seek(max(0, last - 65536))
-        before = f.read(last - max(0, last - 65536))
-    return last - (len(before) - before.rfind(b"\n") - 1) if b"\n" in before else max(0, last - len(before))
+    if len(starts) == 2 and starts[1] - starts[0] < (256 << 10):
+        return starts[0]
+    return starts[-1]

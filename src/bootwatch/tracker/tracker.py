@@ -6,9 +6,10 @@ The tracker never does I/O and never looks at the wall clock itself: live caller
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from bootwatch.engines.rules import EngineRules, Rule, RuleBook
+from bootwatch.engines.rules import Rule, RuleBook
 from bootwatch.lines import Line
 from bootwatch.tracker import derived
 from bootwatch.tracker.candidates import (
@@ -66,12 +67,13 @@ class Tracker:
 
     def feed(self, line: Line) -> list[Event]:
         ev: list[Event] = []
-        launch = self._segment(line, ev)
+        text = line.text
+        hits = self.book.matching(text) if text else []
+        launch = self._segment(line, hits, ev)
         if line.t is not None:
             launch.last_t = line.t
         t = launch.last_t
         launch.last_no = line.no
-        text = line.text
 
         if is_header(text):
             self.tb.start(line)
@@ -81,33 +83,42 @@ class Tracker:
                 self._add_candidate(launch, from_traceback(done), ev)
             if consumed:
                 return ev
-        rules = launch.rules
         if launch.engine == "unknown" and not launch.forced_engine:
-            self._detect(launch, line)
-            rules = launch.rules
+            self._detect(launch, line, hits)
+        sel = self._select(launch, hits)
 
-        benign = any(r.regex.search(text) for r in rules["benign"])
-        for r in rules["flag"]:
-            if r.regex.search(text):
-                launch.flags.add(r.name or "")
+        benign = bool(sel.get("benign"))
+        for r in sel.get("flag", ()):
+            launch.flags.add(r.name or "")
         # Facts come from argument dumps too: a benign line is no evidence, but it still has facts.
-        matched = self._facts(launch, rules, line, ev)
-        matched |= self._warnings(launch, rules, line, t, ev)
+        matched = self._facts(launch, sel.get("fact", ()), line, ev)
+        matched |= self._warnings(launch, sel.get("warning", ()), line, t, ev)
         if launch.ready is None:
-            matched |= self._phases(launch, rules, line, t, ev)
-            matched |= self._progress(launch, rules, line, t, ev)
-            matched |= self._ready(launch, rules, line, t, ev)
+            matched |= self._phases(launch, sel.get("phase", ()), line, t, ev)
+            matched |= self._progress(launch, sel.get("progress", ()), line, t, ev)
+            matched |= self._ready(launch, sel.get("ready", ()), line, t, ev)
         if not benign:
-            matched |= self._evidence(launch, rules, line, t, ev)
+            matched |= self._evidence(launch, sel, line, t, ev)
         if matched or line.level in ("WARNING", "ERROR"):
             launch.last_line = line.raw
         launch.recent.append(line.raw)
         return ev
 
-    def _segment(self, line: Line, ev: list[Event]) -> Launch:
+    def _select(self, launch: Launch, hits: list[Rule]) -> dict[str, list[Rule]]:
+        """The matched rules that belong to this launch's engine, by kind, in the order of its files."""
+        pos = self.book.positions.get(launch.engine) or self.book.positions["unknown"]
+        kinds: dict[str, list[tuple[int, Rule]]] = {}
+        for r in hits:
+            p = pos.get(id(r))
+            if p is not None:
+                kinds.setdefault(r.kind, []).append((p, r))
+        return {k: [r for _, r in sorted(v, key=lambda x: x[0])] for k, v in kinds.items()}
+
+    def _segment(self, line: Line, hits: list[Rule], ev: list[Event]) -> Launch:
         cur = self.launch
-        for engine, rule in self.book.launch:
-            if not rule.regex.search(line.text):
+        hit_ids = {id(r) for r in hits if r.kind == "launch"}
+        for engine, rule in self.book.launch if hit_ids else ():
+            if id(rule) not in hit_ids or not rule.regex.search(line.text):
                 continue
             engine = self.forced or engine
             if cur is None or cur.progressed or rule.source in cur.markers:
@@ -131,9 +142,10 @@ class Tracker:
             ev.append(Event("launch", line.t, {"line_no": line.no, "launch": self.launches}))
         return launch
 
-    def _detect(self, launch: Launch, line: Line) -> None:
-        for engine, rule in self.book.detect:
-            if rule.regex.search(line.text):
+    def _detect(self, launch: Launch, line: Line, hits: list[Rule]) -> None:
+        hit_ids = {id(r) for r in hits if r.kind == "detect"}
+        for engine, rule in self.book.detect if hit_ids else ():
+            if id(rule) in hit_ids and rule.regex.search(line.text):
                 launch.engine, launch.rules = engine, self.book.for_engine(engine)
                 return
         # No banner seen (e.g. --log-level warning): a prefix only one engine prints is enough.
@@ -142,9 +154,9 @@ class Tracker:
             launch.engine, launch.rules = engine, self.book.for_engine(engine)
 
     # ---- rule kinds --------------------------------------------------------------------------------
-    def _facts(self, launch: Launch, rules: EngineRules, line: Line, ev: list[Event]) -> bool:
+    def _facts(self, launch: Launch, rules: Iterable[Rule], line: Line, ev: list[Event]) -> bool:
         hit = False
-        for r in rules["fact"]:
+        for r in rules:
             m = r.regex.search(line.text)
             if not m:
                 continue
@@ -173,9 +185,9 @@ class Tracker:
         launch.warnings.append(w)
         ev.append(Event("warning", t, dict(w)))
 
-    def _warnings(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+    def _warnings(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
                   ev: list[Event]) -> bool:
-        for r in rules["warning"]:
+        for r in rules:
             if r.regex.search(line.text):
                 text = r.message.format(line=line.text) if r.message else line.text
                 self._warn(launch, r.name or "warning", line.no, text, t, ev)
@@ -189,9 +201,9 @@ class Tracker:
         self._cancel_candidates(launch, line.proc)
         ev.append(Event("phase", t, {"name": name, "line_no": line.no, "draft": draft, "text": line.text}))
 
-    def _phases(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+    def _phases(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
                 ev: list[Event]) -> bool:
-        for r in rules["phase"]:
+        for r in rules:
             if not r.regex.search(line.text):
                 continue
             name = r.name or ""
@@ -220,9 +232,9 @@ class Tracker:
             return True
         return False
 
-    def _progress(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+    def _progress(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
                   ev: list[Event]) -> bool:
-        for r in rules["progress"]:
+        for r in rules:
             m = r.regex.search(line.text)
             if not m:
                 continue
@@ -249,9 +261,9 @@ class Tracker:
             return True
         return False
 
-    def _ready(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+    def _ready(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
                ev: list[Event]) -> bool:
-        for r in rules["ready"]:
+        for r in rules:
             if r.unless and r.unless in launch.flags:
                 continue
             if r.regex.search(line.text):
@@ -267,11 +279,11 @@ class Tracker:
                 return True
         return False
 
-    def _evidence(self, launch: Launch, rules: EngineRules, line: Line, t: float | None,
+    def _evidence(self, launch: Launch, sel: dict[str, list[Rule]], line: Line, t: float | None,
                   ev: list[Event]) -> bool:
         text = line.text.strip()
         runtime = launch.ready is not None
-        for r in rules["fatal"]:
+        for r in sel.get("fatal", ()):
             if not r.regex.search(text) or (r.levels and line.level not in r.levels):
                 continue
             if r.role in ("cause", "cause_before"):
@@ -291,7 +303,7 @@ class Tracker:
         if runtime:
             return False
         for kind in ("suspect", "detail"):
-            for r in rules[kind]:
+            for r in sel.get(kind, ()):
                 if r.regex.search(text):
                     launch.candidates.append(Candidate(line.no, text, line.proc, kind, line.no, r.category,
                                                        list(launch.recent) + [line.raw]))
