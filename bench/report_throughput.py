@@ -37,7 +37,8 @@ GREP_PATTERN = "RuntimeError|Traceback.*most recent|CUDA error|ValueError|fired 
 
 @dataclass
 class Sample:
-    seconds: float
+    seconds: float  # wall
+    cpu_seconds: float  # user + system of the child; steadier than wall time on a busy machine
     max_rss_mb: float
     stdout: bytes
 
@@ -84,10 +85,32 @@ def build_log(blob: bytes, size_mb: float) -> Path:
         with os.fdopen(fd, "wb") as f:
             for _ in range(passes):
                 f.write(blob)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return path
+
+
+def build_one_launch(corpus: Path, size_mb: float) -> Path:
+    """One launch of `size_mb`: a real ready SGLang log, then real decode-batch lines of a serving SGLang
+    server repeated: the log of a server that started once and ran for days."""
+    path = OUT / f"one-launch-x{int(size_mb)}.log"
+    if path.exists() and path.stat().st_size >= size_mb * MB:
+        return path
+    head = (corpus / "sglang/docs-2025-05-no-tp0-prefix-ready.log").read_bytes()
+    serving = corpus / "sglang/ascend-npu-multinode-pd-decode-worker-runtime-abort-garbled.log"
+    stats = [x for x in serving.read_bytes().split(b"\n") if b"Decode batch" in x][:200]
+    block = b"\n".join(stats) + b"\n"
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=OUT, delete=False) as f:
+        f.write(head)
+        written = len(head)
+        while written < size_mb * MB:
+            f.write(block)
+            written += len(block)
+    os.replace(f.name, path)
     return path
 
 
@@ -129,24 +152,28 @@ def run_once(cmd: list[str], ok_codes: tuple[int, ...] = (0,)) -> Sample:
     Without it, fall back to `os.wait4` (an upper bound).
     """
     with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        wrapped = [str(GNU_TIME), "-f", "%M", "-o", tf.name, *cmd] if GNU_TIME.exists() else cmd
+        wrapped = [str(GNU_TIME), "-f", "%M %U %S", "-o", tf.name, *cmd] if GNU_TIME.exists() else cmd
         start = time.perf_counter()
         proc = subprocess.Popen(wrapped, stdout=out)  # stderr passes through
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting
-        # GNU time exits with the command's code and writes "Command exited with non-zero status N" first.
-        rss_kib = int(tf.read().split()[-1]) if GNU_TIME.exists() else usage.ru_maxrss  # both KiB on Linux
+        if GNU_TIME.exists():  # it exits with the command's code; "Command exited with ..." may come first
+            rss, user, system = tf.read().split("\n")[-2].split()
+            rss_kib, cpu = int(rss), float(user) + float(system)
+        else:
+            rss_kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
         out.seek(0)
         stdout = out.read()
     if code not in ok_codes:
         raise SystemExit(f"{' '.join(cmd)} exited {code}")
-    return Sample(seconds=seconds, max_rss_mb=rss_kib / 1024, stdout=stdout)
+    return Sample(seconds=seconds, cpu_seconds=cpu, max_rss_mb=rss_kib / 1024, stdout=stdout)  # KiB -> MB
 
 
 def median_sample(samples: list[Sample]) -> Sample:
-    """The median wall time and the median peak RSS; stdout of the last run."""
+    """Medians of wall time, CPU time and peak RSS, each on its own; stdout of the last run."""
     return Sample(seconds=statistics.median(s.seconds for s in samples),
+                  cpu_seconds=statistics.median(s.cpu_seconds for s in samples),
                   max_rss_mb=statistics.median(s.max_rss_mb for s in samples),
                   stdout=samples[-1].stdout)
 
@@ -175,8 +202,32 @@ def measure_bootwatch(log: Path, repeat: int) -> Sample:
 def bootwatch_row(log: Path, sample: Sample, label: str) -> Row:
     size = log.stat().st_size
     row = Row("bootwatch report --json", size, sample.seconds, sample.max_rss_mb, "")
-    row.note = f"{label}; {goal_note(row.mbps, row.max_rss_mb)}"
+    row.note = f"{label}; cpu {sample.cpu_seconds:.2f} s; {goal_note(row.mbps, row.max_rss_mb)}"
     return row
+
+
+def bootwatch_code() -> Path:
+    """The package directory the measured `bootwatch` imports (same interpreter and environment)."""
+    probe = "import bootwatch, os; print(os.path.dirname(os.path.abspath(bootwatch.__file__)))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def code_fingerprint(pkg: Path) -> str:
+    """A digest of the package's sources and rule files, to notice code that changed during the run."""
+    h = hashlib.sha256()
+    for f in sorted(pkg.rglob("*")):
+        if f.suffix in (".py", ".toml") and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def git_state(pkg: Path) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(pkg), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    except OSError:
+        return "git not found"
+    return f"git {out.stdout.strip()}" if out.returncode == 0 else "not a git checkout"
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -240,6 +291,8 @@ def prepared(blob: bytes, size_mb: float) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    pkg = bootwatch_code()
+    before, load_before = code_fingerprint(pkg), os.getloadavg()[0]
     corpus = args.corpus or default_corpus()
     also = 2 * args.size_mb if args.also_size_mb is None else args.also_size_mb
     blob = corpus_blob(corpus)
@@ -251,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         bootwatch_row(log, bw, f"{size / MB:.0f} MB file"),
         Row("grep -ciE PATTERNS (seed)", size, grep.seconds, grep.max_rss_mb,
-            f"{size / MB:.0f} MB file; {int(grep.stdout or 0)} matching lines; no verdict"),
+            f"{size / MB:.0f} MB file; cpu {grep.cpu_seconds:.2f} s; {int(grep.stdout or 0)} matching lines"),
     ]
     verdicts = [(log, bw)]
     if also > 0:
@@ -261,12 +314,28 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(bootwatch_row(big, big_bw, f"{big.stat().st_size / MB:.0f} MB file (larger)"))
         verdicts.append((big, big_bw))
 
+    progress(f"bootwatch --exhaustive (reads every launch), 1 run, on {log.name}")
+    ex = run_once([*bootwatch_cmd(), "report", "--json", "--exhaustive", str(log)])
+    rows.append(Row("bootwatch report --json --exhaustive", size, ex.seconds, ex.max_rss_mb,
+                    f"{size / MB:.0f} MB file, every launch read; cpu {ex.cpu_seconds:.2f} s; "
+                    f"{goal_note(size / MB / ex.seconds, ex.max_rss_mb)}"))
+    one = build_one_launch(corpus, args.size_mb)
+    warm_page_cache(one)
+    progress(f"bootwatch, {args.repeat} runs, on {one.name}")
+    one_bw = measure_bootwatch(one, args.repeat)
+    rows.append(bootwatch_row(one, one_bw, f"{one.stat().st_size / MB:.0f} MB, ONE launch (ready, then serving)"))
+    verdicts.append((one, one_bw))
+
+    after, load_after = code_fingerprint(pkg), os.getloadavg()[0]
+    print(f"bootwatch code: {pkg} ({git_state(pkg)}; sources {before})")
+    if after != before:
+        print(f"WARNING: bootwatch's sources changed during the run ({before} -> {after}); the rows mix versions")
     print(f"file: {log} ({size:,} bytes = {size / MB:.1f} MB; the {len(blob):,}-byte corpus x {size // len(blob)})")
     print(f"corpus: {corpus} ({len(sorted(corpus.glob('*/*.log')))} logs, sorted by path, concatenated as is)")
-    print(f"cores: {cores()}; python {sys.version.split()[0]}; LANG={os.environ.get('LANG', '')} "
-          f"LC_ALL={os.environ.get('LC_ALL', '')}")
+    print(f"cores: {cores()}; load average {load_before:.2f} at start, {load_after:.2f} at end; "
+          f"python {sys.version.split()[0]}; LANG={os.environ.get('LANG', '')} LC_ALL={os.environ.get('LC_ALL', '')}")
     print(f"bootwatch: {' '.join(bootwatch_cmd())} report --json FILE")
-    print(f"grep:      grep -ciE '{GREP_PATTERN}' FILE   (PATTERNS below)")
+    print(f"grep:      grep -ciE '{GREP_PATTERN}' FILE   (PATTERNS in the table)")
     print(f"median of {args.repeat} runs each, page cache warm; MB = 2**20 bytes; peak RSS via {rss_method()}")
     print(GOAL_LINE)
     print()

@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--engine", choices=["sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown"])
     r.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra rule file (TOML)")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    r.add_argument("--exhaustive", action="store_true",
+                   help="read every byte (by default reading starts a few launches before the end)")
 
     def live_common(c: argparse.ArgumentParser) -> None:
         c.add_argument("--engine", choices=["sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown"])
@@ -73,7 +75,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bootwatch.analyze import analyze_path
     from bootwatch.sinks.summary_text import render
 
-    summary = analyze_path(args.log, engine=args.engine, rules=args.rules)
+    summary = analyze_path(args.log, engine=args.engine, rules=args.rules, exhaustive=args.exhaustive)
     if args.json:
         sys.stdout.write(json.dumps(summary) + "\n")
     else:
