@@ -99,6 +99,12 @@ class Session:
             now = time.time()
             self.last_output = now
             self.emit(self.analyzer.feed(data, now))
+            launch = self.tracker.launch
+            if self.server is not None and launch is not None and self.tracker.launches == 1 and launch.phases:
+                # We launched it: its start phase began at the spawn, not at its first line (imports are slow).
+                first = launch.phases[0]
+                if first.name == "start" and first.start_t is not None and first.start_t > self.start:
+                    first.start_t = self.start
         self.input_done = True
 
     async def _probe_loop(self) -> None:
