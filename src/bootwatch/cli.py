@@ -43,10 +43,15 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--then", metavar="CMD", help="once ready, run CMD through the shell; exit with its code")
 
     w = sub.add_parser("watch", help="follow a server that is starting elsewhere", description=(
-        "Follow a server's log (a local file) until it is ready, failed, stalled or timed out. By default only "
-        "the current launch is judged; if the file's last launch already ended, bootwatch waits for a new one."))
+        "Follow a server's log until it is ready, failed, stalled or timed out. SOURCE is a local file, "
+        "ssh://[user@]host[:port]/path or [user@]host:/path (through the system ssh client), docker://CONTAINER "
+        "or k8s://[namespace/]pod[/container]. Several SOURCEs are one server spread over several nodes, "
+        "unless --each. By default only the current launch of a file is judged; if the file's last launch "
+        "already ended, bootwatch waits for a new one."))
     w.add_argument("sources", nargs="+", metavar="SOURCE")
     w.add_argument("--from-start", action="store_true", help="read the whole file, not just the last launch")
+    w.add_argument("--each", action="store_true",
+                   help="the SOURCEs are independent servers (replicas): exit 0 only when all are ready")
     live_common(w)
     timing(w)
 

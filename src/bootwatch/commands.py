@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 import re
 import shlex
 import signal
@@ -20,18 +22,22 @@ from bootwatch.session import EXIT, Options, Session
 from bootwatch.sinks import history
 from bootwatch.sinks.events import JsonSink, PlainSink
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.cluster import Cluster, Node, NodeSink
+from bootwatch.sources.container import ContainerFollower
 from bootwatch.sources.file import FileFollower, last_launch_offset
+from bootwatch.sources.spec import Spec, parse_source
+from bootwatch.sources.ssh import SshFollower
 from bootwatch.sources.process import ServerProcess
 from bootwatch.sources.replay import replay_chunks
 
 
-def make_sink(args: Any, analyzer: Analyzer, source: str) -> Any:
+def make_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> Any:
     if args.json:
         return JsonSink()
     if sys.stdout.isatty():
         from bootwatch.sinks.live_view import LiveSink
 
-        return LiveSink(analyzer.tracker, source, Console(highlight=False))
+        return LiveSink([(name, a.tracker) for name, a in analyzers], source, Console(highlight=False))
     return PlainSink(source=source)
 
 
@@ -74,16 +80,13 @@ async def replay(args: Any) -> int:
             raise UsageError(f"{args.log}: this looks like binary data, not a server log")
     year = year_of(args.log)
     analyzer = Analyzer(engine=args.engine, rules=args.rules, year=year)
-    sink = make_sink(args, analyzer, args.log)
+    sink = make_sink(args, [(args.log, analyzer)], args.log)
     session = Session(analyzer, sink, Options(timeout_s=float("inf"), stall_s=None, replay=True))
     outcome, _ = await _with_interrupt(session.run(replay_chunks(args.log, args.speed, year or 2025)))
     return _finish(session, sink, outcome)
 
 
 # ---- watch ----------------------------------------------------------------------------------------
-_REMOTE = re.compile(r"^(?:ssh|docker|k8s)://|^[\w.\-]+@?[\w.\-]*:/")
-
-
 def _catch_up(path: Path, analyzer: Analyzer, start: int, events: list[Any]) -> int:
     """Read what the file already holds (from `start`) up to its last complete line; returns where it ended."""
     chunker = LineChunker()
@@ -104,44 +107,108 @@ def _catch_up(path: Path, analyzer: Analyzer, start: int, events: list[Any]) -> 
     return offset
 
 
-async def watch(args: Any) -> int:
-    if len(args.sources) != 1:
-        raise UsageError("several SOURCEs (one server on several nodes) are not supported by this version yet")
-    src = args.sources[0]
-    if _REMOTE.match(src):
-        raise UsageError(f"{src}: remote sources (ssh, docker, k8s) are not supported by this version yet")
-    path = Path(src)
+@dataclass
+class Followed:
+    """A source, opened: its chunks, how many bytes it has read, what death it saw, how to close it."""
+
+    chunks: AsyncIterator[bytes]
+    bytes_read: Callable[[], int]
+    death: Callable[[], Any] | None
+    close: Callable[[], None]
+    await_new: bool = False
+
+
+def _open_source(spec: Spec, analyzer: Analyzer, sink: Any, args: Any) -> Followed:
+    note = lambda text: sink.note(time.time(), text)  # noqa: E731
+    if spec.kind == "ssh":
+        ssh = SshFollower(spec, note=note)
+        return Followed(ssh.chunks(), lambda: ssh.offset, None, ssh.close)
+    if spec.kind in ("docker", "k8s"):
+        c = ContainerFollower(spec, note=note)
+        return Followed(c.chunks(), lambda: c.offset, lambda: c.death, c.close)
+    path = Path(spec.path)
     if path.is_dir():
         raise UsageError(f"{path}: is a directory, not a log file")
-    analyzer = Analyzer(engine=args.engine, rules=args.rules, year=year_of(path) if path.exists() else None,
-                        clock="arrival")
-    sink = make_sink(args, analyzer, src)
     start, await_new = 0, False
     if path.exists():
         begin = 0 if args.from_start else last_launch_offset(path, launch_marker(args.rules))
-        history_events: list[Any] = []
-        start = _catch_up(path, analyzer, begin, history_events)
+        earlier: list[Any] = []
+        start = _catch_up(path, analyzer, begin, earlier)
         await_new = not args.from_start and analyzer.tracker.verdict() in ("ready", "failed")
         if await_new:
-            sink.note(time.time(), f"the last launch in {src} already ended ({analyzer.tracker.verdict()}); "
+            sink.note(time.time(), f"the last launch in {spec.text} already ended ({analyzer.tracker.verdict()}); "
                       "waiting for a new launch")
         else:
-            for ev in history_events:  # what the current launch went through before we looked
+            for ev in earlier:  # what the current launch went through before we looked
                 sink.event(ev, time.time())
-    probe = HttpProbe(args.url) if args.url else None
     follower = FileFollower(path, start=start)
-    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=await_new)
-    session = Session(analyzer, sink, opts, probe=probe, source_bytes=lambda: follower.offset)
+    return Followed(follower.chunks(), lambda: follower.offset, None, follower.close, await_new)
+
+
+def _names(specs: list[Spec]) -> list[str]:
+    labels = [s.label for s in specs]
+    return [lab if labels.count(lab) == 1 else f"node{i + 1}" for i, lab in enumerate(labels)]
+
+
+async def watch(args: Any) -> int:
+    specs = [parse_source(s) for s in args.sources]
+    if args.verify and not args.url:
+        raise UsageError("--verify needs --url")
+    if len(specs) == 1 and not args.each:
+        return await _watch_one(specs[0], args)
+    if args.then and args.each:
+        raise UsageError("--then with --each: run the command after the watch instead")
+    names = _names(specs)
+    analyzers = [Analyzer(engine=args.engine, rules=args.rules, clock="arrival") for _ in specs]
+    sink = make_sink(args, list(zip(names, analyzers)), ", ".join(args.sources))
+    nodes: list[Node] = []
+    opened: list[Followed] = []
     try:
-        if args.verify and probe is None:
-            raise UsageError("--verify needs --url")
-        outcome, _ = await _with_interrupt(session.run(follower.chunks()))
-        code = _finish(session, sink, outcome, (src, "watch"))
+        for i, (spec, name, analyzer) in enumerate(zip(specs, names, analyzers)):
+            node_sink = NodeSink(sink, name)
+            f = _open_source(spec, analyzer, node_sink, args)
+            opened.append(f)
+            probe = HttpProbe(args.url) if args.url and i == 0 and not args.each else None
+            if args.each:
+                opts = Options(timeout_s=args.timeout, stall_s=args.stall, await_new_launch=f.await_new)
+            else:
+                opts = Options(timeout_s=float("inf"), stall_s=None, verify=args.verify and i == 0,
+                               await_new_launch=f.await_new)
+            session = Session(analyzer, node_sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death)
+            nodes.append(Node(name, session, f.chunks))
+        cluster = Cluster(nodes, sink, Options(timeout_s=args.timeout, stall_s=args.stall), each=args.each)
+        outcome, _ = await _with_interrupt(cluster.run())
+        summary = cluster.summary(outcome)
+        sink.close(summary, time.time())
+        for node in nodes:
+            history.record(node.session.summary(node.outcome or outcome), node.name, "watch")
+        if outcome == "ready" and args.then:
+            return await _run_then(args.then, None, nodes[0].session)
+        return EXIT.get(outcome, 1)
+    finally:
+        for f in opened:
+            f.close()
+        for node in nodes:
+            if node.session.probe is not None:
+                await node.session.probe.close()
+
+
+async def _watch_one(spec: Spec, args: Any) -> int:
+    path_year = year_of(spec.path) if spec.kind == "file" and Path(spec.path).exists() else None
+    analyzer = Analyzer(engine=args.engine, rules=args.rules, year=path_year, clock="arrival")
+    sink = make_sink(args, [(spec.label, analyzer)], spec.text)
+    f = _open_source(spec, analyzer, sink, args)
+    probe = HttpProbe(args.url) if args.url else None
+    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=f.await_new)
+    session = Session(analyzer, sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death)
+    try:
+        outcome, _ = await _with_interrupt(session.run(f.chunks))
+        code = _finish(session, sink, outcome, (spec.text, "watch"))
         if outcome == "ready" and args.then:
             return await _run_then(args.then, None, session)
         return code
     finally:
-        follower.close()
+        f.close()
         if probe is not None:
             await probe.close()
 
@@ -205,7 +272,7 @@ async def run(args: Any) -> int:
     server = ServerProcess(argv, log_path)
     url = args.url or guess_url(argv)
     analyzer = Analyzer(engine=args.engine, rules=args.rules, clock="arrival")
-    sink = make_sink(args, analyzer, str(log_path))
+    sink = make_sink(args, [(str(log_path), analyzer)], str(log_path))
     server.start()
     sink.note(time.time(), f"started pid {server.pid}: {shlex.join(argv)}  (log: {log_path})")
     probe = HttpProbe(url) if url else None

@@ -41,7 +41,7 @@ class Options:
 
 class Session:
     def __init__(self, analyzer: Analyzer, sink: Any, opts: Options, probe: HttpProbe | None = None,
-                 server: ServerProcess | None = None, source_bytes: Any = None) -> None:
+                 server: ServerProcess | None = None, source_bytes: Any = None, source_death: Any = None) -> None:
         self.analyzer = analyzer
         self.tracker = analyzer.tracker
         self.sink = sink
@@ -49,6 +49,10 @@ class Session:
         self.probe = probe
         self.server = server
         self.source_bytes = source_bytes  # callable -> bytes read so far (for silence), or None
+        self.source_death = source_death  # callable -> a Death the source saw (container exit), or None
+        self._death_reported = False
+        self._reader: asyncio.Task[None] = None  # type: ignore[assignment]
+        self._last_child_check = 0.0
         self.start = time.time()
         self.last_output = self.start
         self._bytes_seen = 0
@@ -190,73 +194,90 @@ class Session:
             return "stalled"
         return None
 
-    async def run(self, chunks: AsyncIterator[bytes]) -> str:
-        """Returns the outcome: ready | failed | incomplete | stalled | timeout (interrupts propagate)."""
+    def begin(self, chunks: AsyncIterator[bytes]) -> None:
         self._baseline_launches = self.tracker.launches if self.opts.await_new_launch else 0
-        reader = asyncio.create_task(self._read(chunks))
+        self._reader = asyncio.create_task(self._read(chunks))
         self._prober = asyncio.create_task(self._probe_loop()) if self.probe is not None else None
-        last_child_check = 0.0
+        self._last_child_check = 0.0
+
+    async def run(self, chunks: AsyncIterator[bytes]) -> str:
+        """Returns the outcome: ready | failed | incomplete | stalled | timeout | stopped | died."""
+        self.begin(chunks)
         try:
             while True:
                 await asyncio.sleep(TICK_S)
-                now = time.time()
-                if reader.done() and reader.exception() is not None:
-                    raise reader.exception()  # type: ignore[misc]
-                if self.source_bytes is not None:
-                    seen = self.source_bytes()
-                    if seen != self._bytes_seen:
-                        self._bytes_seen, self.last_output = seen, now
-                self.emit(self.tracker.settle(now))
-                self._probe_from_log()
-                if self.server is not None and now - last_child_check >= 0.25:
-                    last_child_check = now
-                    self._check_children()
-                    code = self.server.poll()
-                    if code is not None:
-                        await self._drain(reader)
-                        rc, sig = describe_exit(code)
-                        if self.verdict() == "ready":
-                            if rc == 0 and not self.runtime_failed:
-                                return "stopped"  # stopped cleanly after readiness
-                            if not self.runtime_failed:
-                                self.emit(self.tracker.exited(rc, sig))
-                            return "died"
-                        self.emit(self.tracker.exited(rc, sig))
-                        return "failed"
-                if self.ready_at is None:
-                    if self.verdict() == "failed":
-                        return "failed"
-                    if self._is_ready():
-                        self.ready_at = now
-                        if self.probe is not None and self.verdict() != "ready":
-                            self.sink.event(Event("ready", now, {"text": f"{self.probe.url} answered 200",
-                                                                 "line_no": None}), now)
-                        if self.opts.verify and not await self._verify():
-                            return "failed"
-                        if not self.opts.follow_after_ready:
-                            return "ready"
-                    if self.input_done and self.opts.replay:
-                        self.emit(self.analyzer.finish())
-                        return self.verdict() if self.verdict() in ("ready", "failed") else "incomplete"
-                    if now - self.start >= self.opts.timeout_s:
-                        self.sink.event(Event("timeout", now, {"message": f"not ready after "
-                                                               f"{fmt_duration(now - self.start)} (in "
-                                                               f"{self._phase()})"}), now)
-                        return "timeout"
-                    stalled = self._stall_check(now)
-                    if stalled:
-                        return stalled
-                elif self.runtime_failed and self.server is None:
-                    return "died"
+                outcome = await self.tick(time.time())
+                if outcome is not None:
+                    return outcome
         finally:
-            reader.cancel()
-            if self._prober is not None:
-                self._prober.cancel()
-            with contextlib.suppress(BaseException):
-                await reader
-            if self._prober is not None:
+            await self.stop()
+
+    async def tick(self, now: float) -> str | None:
+        """One look at everything; an outcome once the session is over."""
+        reader = self._reader
+        if reader.done() and not reader.cancelled() and reader.exception() is not None:
+            raise reader.exception()  # type: ignore[misc]
+        if self.source_bytes is not None:
+            seen = self.source_bytes()
+            if seen != self._bytes_seen:
+                self._bytes_seen, self.last_output = seen, now
+        self.emit(self.tracker.settle(now))
+        self._probe_from_log()
+        death = self.source_death() if self.source_death is not None else None
+        if death is not None and not self._death_reported:
+            # A container that exited or was OOM-killed, a pod that restarted: the server died.
+            self._death_reported = True
+            ready = self.verdict() == "ready"
+            self.emit(self.tracker.exited(death.code, death.signal, reason=death.reason))
+            return "died" if ready else "failed"
+        if self.server is not None and now - self._last_child_check >= 0.25:
+            self._last_child_check = now
+            self._check_children()
+            code = self.server.poll()
+            if code is not None:
+                await self._drain(reader)
+                rc, sig = describe_exit(code)
+                if self.verdict() == "ready":
+                    if rc == 0 and not self.runtime_failed:
+                        return "stopped"  # stopped cleanly after readiness
+                    if not self.runtime_failed:
+                        self.emit(self.tracker.exited(rc, sig))
+                    return "died"
+                self.emit(self.tracker.exited(rc, sig))
+                return "failed"
+        if self.ready_at is None:
+            if self.verdict() == "failed":
+                return "failed"
+            if self._is_ready():
+                self.ready_at = now
+                if self.probe is not None and self.verdict() != "ready":
+                    self.sink.event(Event("ready", now, {"text": f"{self.probe.url} answered 200",
+                                                         "line_no": None}), now)
+                if self.opts.verify and not await self._verify():
+                    return "failed"
+                if not self.opts.follow_after_ready:
+                    return "ready"
+            if self.input_done and self.opts.replay:
+                self.emit(self.analyzer.finish())
+                return self.verdict() if self.verdict() in ("ready", "failed") else "incomplete"
+            if now - self.start >= self.opts.timeout_s:
+                self.sink.event(Event("timeout", now, {"message": f"not ready after "
+                                                       f"{fmt_duration(now - self.start)} (in "
+                                                       f"{self._phase()})"}), now)
+                return "timeout"
+            stalled = self._stall_check(now)
+            if stalled:
+                return stalled
+        elif self.runtime_failed and self.server is None:
+            return "died"
+        return None
+
+    async def stop(self) -> None:
+        for task in (self._reader, self._prober):
+            if task is not None:
+                task.cancel()
                 with contextlib.suppress(BaseException):
-                    await self._prober
+                    await task
 
     async def _verify(self) -> bool:
         """Ready means the model generates: one completion, with its latency."""

@@ -27,15 +27,20 @@ class PlainSink:
         self._last_progress_t: dict[str, float] = {}
 
     def _say(self, now: float, text: str) -> None:
-        self.out.write(f"{_clock(now)}  {text}\n")
+        self.out.write(f"{_clock(now)}  {getattr(self, '_node', '')}{text}\n")
         self.out.flush()
 
     def note(self, now: float, text: str) -> None:
+        self._node = ""
         self._say(now, text)
 
     def event(self, ev: Event, now: float) -> None:
         d = ev.data
         k = ev.kind
+        if d.get("node"):
+            self._node = f"[{d['node']}] "
+        else:
+            self._node = ""
         if k == "phase":
             if d["name"] != "ready":
                 draft = " (draft model)" if d.get("draft") else ""
@@ -45,11 +50,12 @@ class PlainSink:
             p = d.get("progress")
             if p is None:
                 return
+            phase_key = f"{d.get('node', '')}/{phase}"
             decile = int(p * 10)
-            last_t = self._last_progress_t.get(phase, 0.0)
-            if decile > self._decile.get(phase, -1) or now - last_t >= 15:
-                self._decile[phase] = decile
-                self._last_progress_t[phase] = now
+            last_t = self._last_progress_t.get(phase_key, 0.0)
+            if decile > self._decile.get(phase_key, -1) or now - last_t >= 15:
+                self._decile[phase_key] = decile
+                self._last_progress_t[phase_key] = now
                 count = f" {d['n']}/{d['total']}" if d.get("total") else ""
                 self._say(now, f"progress {phase}{count} {p * 100:.0f}%")
         elif k == "warning":
@@ -73,6 +79,9 @@ class PlainSink:
         self.out.write("\n")
         render(summary, self.source, Console(file=self.out, highlight=False, soft_wrap=True))
         self.out.flush()
+
+
+
 
 
 class JsonSink:

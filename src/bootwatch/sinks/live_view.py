@@ -16,8 +16,9 @@ from bootwatch.tracker import Event, Tracker
 
 
 class LiveSink:
-    def __init__(self, tracker: Tracker, source: str, console: Console | None = None) -> None:
-        self.tracker = tracker
+    def __init__(self, trackers: list[tuple[str, Tracker]], source: str, console: Console | None = None) -> None:
+        self.trackers = trackers
+        self.tracker = trackers[0][1]
         self.source = source
         self.console = console or Console()
         self.started = time.time()
@@ -49,9 +50,30 @@ class LiveSink:
         rate = (n - n0) / elapsed
         return f"ETA {fmt_duration((total - n) / rate)}"
 
+    def _rows(self, now: float) -> Any:
+        """Several nodes or servers: one row each."""
+        t = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("node", "phase", "progress", "last line"):
+            t.add_column(col)
+        for name, tracker in self.trackers:
+            launch = tracker.launch
+            if launch is None:
+                t.add_row(name, "waiting", "", "")
+                continue
+            cur = launch.current
+            verdict = tracker.verdict()
+            phase = verdict.upper() if verdict in ("ready", "failed") else (cur.name if cur else "start")
+            prog = f"{cur.n}/{cur.total}" if cur is not None and cur.total else ""
+            style = {"READY": "green", "FAILED": "red"}.get(phase, "cyan")
+            t.add_row(name, Text(phase, style=style), prog, Text((launch.last_line or "")[:90], style="dim"))
+        return t
+
     def _render(self) -> Any:
-        launch = self.tracker.launch
         now = time.time()
+        if len(self.trackers) > 1:
+            head = Text(f"bootwatch  {self.source}   elapsed {fmt_duration(now - self.started)}", style="bold")
+            return Group(head, self._rows(now), *[Text(n[:200], style="yellow") for n in self.notes])
+        launch = self.tracker.launch
         head = Text(f"bootwatch  {self.source}   elapsed {fmt_duration(now - self.started)}", style="bold")
         if self.health:
             head.append(f"   health: {self.health}", style="cyan")

@@ -38,6 +38,13 @@ def fmt_duration(s: float | None) -> str:
 
 
 def render(summary: dict[str, Any], source: str, console: Console) -> None:
+    if summary.get("servers"):  # --each: one block per server
+        console.print(Text(f"{summary['verdict'].upper()}   {len(summary['servers'])} servers", style=_STYLE.get(
+            summary["verdict"], "bold")))
+        for s in summary["servers"]:
+            console.print()
+            render({k: v for k, v in s.items() if k != "servers"}, s.get("node", ""), console)
+        return
     v = summary["verdict"]
     engine = _ENGINE_NAMES.get(summary["engine"], summary["engine"])
     version = f" {summary['engine_version']}" if summary.get("engine_version") else ""
@@ -51,9 +58,15 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
     if v == "ready" and summary.get("ready"):
         r = summary["ready"]
         console.print(f"  ready at line {r['line_no']}: {r['text']}")
+    nodes = summary.get("nodes") or []
+    for n in nodes:
+        phase = f" (in {n['phase']})" if n.get("phase") and n["verdict"] != "ready" else ""
+        console.print(f"  node {n['node']}: {n['verdict']}{phase}")
     f = summary.get("failure")
     if v == "failed" and f:
         procs = f" on {', '.join(f['procs'])}" if f.get("procs") else ""
+        if f.get("node"):
+            procs += f" of node {f['node']}"
         console.print(Text(f"  root cause (line {f['line_no']}, {f['category']}{procs}):", style="bold"))
         console.print(Text("    " + f["text"], style="red"))
         if f.get("detail"):
