@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -76,6 +77,10 @@ class ContainerFollower:
             state = json.loads(state_json)
             count = int(restarts) if restarts.isdigit() else None
             if state.get("Running"):
+                if count is not None and self.restarts_seen is not None and count > self.restarts_seen:
+                    # It died and the restart policy brought it back: this launch is over.
+                    return True, Death(state.get("ExitCode"), None, f"container {s.container} restarted "
+                                       f"(restart count {count}): the server died"), count
                 return True, None, count
             exit_code = state.get("ExitCode")
             why = "OOMKilled" if state.get("OOMKilled") else f"exited with code {exit_code}"
@@ -105,7 +110,7 @@ class ContainerFollower:
     # ---- streaming ---------------------------------------------------------------------------------
     async def chunks(self) -> AsyncIterator[bytes]:
         since: str | None = None
-        seen_at_since: set[bytes] = set()  # lines already had at the `since` timestamp
+        seen_at_since: Counter[bytes] = Counter()  # lines had at the latest timestamp (a reattach resends them)
         first = True
         try:
             while True:
@@ -119,21 +124,29 @@ class ContainerFollower:
                 self._proc = proc
                 assert proc.stdout is not None and proc.stderr is not None
                 chunker = LineChunker()
+                resent = Counter(seen_at_since)  # what this stream will send again, and we must drop
                 while True:
                     block = await proc.stdout.read(READ_SIZE)
                     data = chunker.push(block) if block else chunker.flush()
                     if data:
                         out: list[bytes] = []
-                        for line in data.splitlines(keepends=True):
-                            ts, _, rest = line.partition(b" ")
+                        # Split on \n only: a progress bar's \r updates belong to their line.
+                        for line in data[:-1].split(b"\n"):
+                            line += b"\n"
+                            ts, sep, rest = line.partition(b" ")
+                            if not sep:  # no timestamp: nothing to resume by, pass it on
+                                out.append(line)
+                                continue
                             stamp = ts.decode("ascii", "replace")
-                            if since is not None and stamp <= since:
-                                if stamp < since or line in seen_at_since:
-                                    continue  # already had it before the reattach
+                            if since is not None and stamp < since:
+                                continue  # before what we already had
+                            if stamp == since and resent[line] > 0:
+                                resent[line] -= 1  # had it before the reattach
+                                continue
                             if stamp != since:
-                                since, seen_at_since = stamp, set()
-                            seen_at_since.add(line)
-                            out.append(rest if rest or ts else line)
+                                since, seen_at_since = stamp, Counter()
+                            seen_at_since[line] += 1
+                            out.append(rest)
                         if out:
                             payload = b"".join(out)
                             self.offset += len(payload)
