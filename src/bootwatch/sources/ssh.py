@@ -81,7 +81,7 @@ class SshFollower:
     async def chunks(self) -> AsyncIterator[bytes]:
         chunker = LineChunker()
         connected_once = False
-        failures = 0
+        failures = attempts = 0
         try:
             while True:
                 proc = await asyncio.create_subprocess_exec(
@@ -104,7 +104,11 @@ class SshFollower:
                 code = await proc.wait()
                 stderr = (await err_task).decode("utf-8", "replace")
                 connected_once = connected_once or FOLLOWING in stderr
-                if code in (NO_FILE, NO_TAIL) or not connected_once:
+                attempts += 1
+                # Never connected: a known refusal (host key, auth, DNS, no route) or repeated failures is
+                # a usage error; a link cut once during the first handshake is just retried.
+                hopeless = any(needle in stderr for needle, _ in _SSH_ERRORS) or attempts >= 5
+                if code in (NO_FILE, NO_TAIL) or (not connected_once and hopeless):
                     raise UsageError(explain(self.spec, code, stderr))
                 # The link dropped (or tail was killed): resume at the byte we stopped at.
                 failures += 0 if got else 1
