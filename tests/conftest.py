@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -9,6 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # The suite never writes to the user's own history store.
 os.environ["BOOTWATCH_HOME"] = tempfile.mkdtemp(prefix="bootwatch-test-home-")
+# Every process this test session starts inherits this mark: the orphan check looks only at ours, not at
+# another test session's or a benchmark's running on the same machine.
+SESSION_MARK = f"{os.getpid()}-{os.urandom(4).hex()}"
+os.environ["BOOTWATCH_TEST_SESSION"] = SESSION_MARK
 CORPUS = Path(os.environ.get("BOOTWATCH_CORPUS", ROOT.parent / "shared" / "corpus"))
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -36,24 +41,33 @@ def _strays() -> list:
         cmd = p.info.get("cmdline") or []
         # The stand-in server itself (python fake_server.py ...), not a bootwatch that names it as an argument.
         if len(cmd) > 1 and cmd[1].endswith("fake_server.py"):
-            out.append(p)
+            try:
+                if p.environ().get("BOOTWATCH_TEST_SESSION") == SESSION_MARK:
+                    out.append(p)
+            except psutil.Error:
+                continue
     return out
+
+
+def assert_none_left(find, what: str, grace_s: float = 3.0) -> None:
+    """Wait up to `grace_s` for the processes `find()` returns to be gone; kill any left and fail."""
+    import time
+
+    import psutil
+
+    deadline = time.time() + grace_s
+    left = find()
+    while left and time.time() < deadline:
+        time.sleep(0.1)
+        left = find()
+    for p in left:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    assert not left, f"{what} left behind: {[p.pid for p in left]}"
 
 
 @pytest.fixture(autouse=True)
 def no_orphans():
-    """Every test leaves no server process behind; a stray one fails the test (and is killed)."""
+    """Every test leaves no stand-in server behind; a stray one fails the test (and is killed)."""
     yield
-    import time
-
-    deadline = time.time() + 3
-    strays = _strays()
-    while strays and time.time() < deadline:
-        time.sleep(0.1)
-        strays = _strays()
-    for p in strays:
-        try:
-            p.kill()
-        except Exception:
-            pass
-    assert not strays, f"processes left behind: {[p.pid for p in strays]}"
+    assert_none_left(_strays, "stand-in server processes")

@@ -44,13 +44,19 @@ def summary(events: list[dict]) -> dict:
     return events[-1]
 
 
-def test_watch_follows_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
+def watch_while_written(src: Path, tmp_path: Path, *extra: str) -> tuple[int, list[dict]]:
+    """`bootwatch watch` started first, on a file that does not exist yet; then a writer plays `src` into it."""
     log = tmp_path / "server.log"
-    writer = subprocess.Popen(fake(READY_VLLM, "--out", str(log)), start_new_session=True)
-    try:
-        code, events = bw("watch", str(log), "--json", "--timeout", "30")
-    finally:
-        writer.wait(timeout=30)
+    watcher = subprocess.Popen([*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30", *extra],
+                               stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    subprocess.run(fake(src, "--out", str(log)), check=True, timeout=60)
+    out, _ = watcher.communicate(timeout=60)
+    return watcher.returncode, [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+
+
+def test_watch_follows_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
+    code, events = watch_while_written(READY_VLLM, tmp_path)
     s = summary(events)
     assert code == 0 and s["verdict"] == "ready"
     kinds = [e["event"] for e in events]
@@ -59,12 +65,7 @@ def test_watch_follows_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
 
 
 def test_watch_reports_the_root_cause_of_a_failure(tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
-    writer = subprocess.Popen(fake(FAILED_SGLANG, "--out", str(log)), start_new_session=True)
-    try:
-        code, events = bw("watch", str(log), "--json", "--timeout", "30")
-    finally:
-        writer.wait(timeout=30)
+    code, events = watch_while_written(FAILED_SGLANG, tmp_path)
     s = summary(events)
     assert code == 1 and s["verdict"] == "failed"
     assert s["failure"]["text"].startswith("torch.OutOfMemoryError: CUDA out of memory")
@@ -277,8 +278,8 @@ def test_history_records_watched_startups(tmp_path: Path) -> None:
     env = {**os.environ, "BOOTWATCH_HOME": str(env_home)}
     subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--then", "true", "--",
                     *fake(READY_SGLANG, "--then", "serve")], env=env, capture_output=True, timeout=60, check=True)
-    subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "f.log"), "--", *fake(FAILED_SGLANG, "--then", "exit:1")],
-                   env=env, capture_output=True, timeout=60)
+    subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "f.log"), "--",
+                    *fake(FAILED_SGLANG, "--then", "exit:1")], env=env, capture_output=True, timeout=60)
     p = subprocess.run([*BOOTWATCH, "history", "--json"], env=env, capture_output=True, text=True, timeout=30)
     entries = [json.loads(x) for x in p.stdout.splitlines()]
     assert [e["verdict"] for e in entries] == ["ready", "failed"]

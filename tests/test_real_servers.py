@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, assert_none_left
 
 pytestmark = pytest.mark.real_server
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
@@ -89,17 +89,7 @@ def _servers() -> list[psutil.Process]:
 @pytest.fixture(autouse=True)
 def no_server_left():
     yield
-    deadline = time.time() + 10
-    left = _servers()
-    while left and time.time() < deadline:
-        time.sleep(0.2)
-        left = _servers()
-    for p in left:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    assert not left, f"server processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"
+    assert_none_left(_servers, "real server processes", grace_s=10)
 
 
 def test_vllm_ready_with_phases_facts_and_verify(tmp_path: Path) -> None:

@@ -1,3 +1,3 @@
-from bootwatch.cli import main
+from bootwatch.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from bootwatch.session import STALL_FACTOR, TICK_S, Options, Session
+from bootwatch.session import STALL_FACTOR, Options, Session
 from bootwatch.sinks.summary_text import fmt_duration
 from bootwatch.tracker import Event
 
@@ -77,11 +77,13 @@ class Cluster:
         return None
 
     async def run(self) -> str:
+        wake = asyncio.Event()
         for node in self.nodes:
+            node.session.wake = wake  # any node's news wakes the whole cluster
             node.session.begin(node.chunks)
         try:
             while True:
-                await asyncio.sleep(TICK_S)
+                await self.nodes[0].session.wait_for_wake()
                 now = time.time()
                 for node in self.nodes:
                     if node.outcome is None:

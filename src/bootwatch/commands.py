@@ -3,32 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+import contextlib
 import re
 import shlex
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from bootwatch.analyze import Analyzer, launch_marker, looks_binary, open_log, rules_for, year_of
+from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.errors import UsageError
 from bootwatch.probes.http import HttpProbe
 from bootwatch.session import EXIT, Options, Session
 from bootwatch.sinks import history
 from bootwatch.sinks.events import JsonSink, PlainSink
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
-from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.sources.container import ContainerFollower
 from bootwatch.sources.file import FileFollower, last_launch_offset
-from bootwatch.sources.spec import Spec, parse_source
-from bootwatch.sources.ssh import SshFollower
 from bootwatch.sources.process import ServerProcess
 from bootwatch.sources.replay import replay_chunks
+from bootwatch.sources.spec import Spec, parse_source
+from bootwatch.sources.ssh import SshFollower
 
 
 def make_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> Any:
@@ -54,10 +55,8 @@ async def _with_interrupt(coro: Any) -> tuple[str, bool]:
         if task in done:
             return task.result(), False
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
         return "interrupted", True
     finally:
         waiter.cancel()
@@ -114,18 +113,25 @@ class Followed:
     chunks: AsyncIterator[bytes]
     bytes_read: Callable[[], int]
     death: Callable[[], Any] | None
-    close: Callable[[], None]
+    close: Callable[[], Any]  # may return an awaitable (reaping a client process)
     await_new: bool = False
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.chunks.aclose()  # type: ignore[attr-defined]
+        result = self.close()
+        if asyncio.iscoroutine(result):
+            await result
 
 
 def _open_source(spec: Spec, analyzer: Analyzer, sink: Any, args: Any) -> Followed:
     note = lambda text: sink.note(time.time(), text)  # noqa: E731
     if spec.kind == "ssh":
         ssh = SshFollower(spec, note=note)
-        return Followed(ssh.chunks(), lambda: ssh.offset, None, ssh.close)
+        return Followed(ssh.chunks(), lambda: ssh.offset, None, ssh.aclose)
     if spec.kind in ("docker", "k8s"):
         c = ContainerFollower(spec, note=note)
-        return Followed(c.chunks(), lambda: c.offset, lambda: c.death, c.close)
+        return Followed(c.chunks(), lambda: c.offset, lambda: c.death, c.aclose)
     path = Path(spec.path)
     if path.is_dir():
         raise UsageError(f"{path}: is a directory, not a log file")
@@ -160,11 +166,11 @@ async def watch(args: Any) -> int:
         raise UsageError("--then with --each: run the command after the watch instead")
     names = _names(specs)
     analyzers = [Analyzer(engine=args.engine, rules=args.rules, clock="arrival") for _ in specs]
-    sink = make_sink(args, list(zip(names, analyzers)), ", ".join(args.sources))
+    sink = make_sink(args, list(zip(names, analyzers, strict=False)), ", ".join(args.sources))
     nodes: list[Node] = []
     opened: list[Followed] = []
     try:
-        for i, (spec, name, analyzer) in enumerate(zip(specs, names, analyzers)):
+        for i, (spec, name, analyzer) in enumerate(zip(specs, names, analyzers, strict=False)):
             node_sink = NodeSink(sink, name)
             f = _open_source(spec, analyzer, node_sink, args)
             opened.append(f)
@@ -187,7 +193,7 @@ async def watch(args: Any) -> int:
         return EXIT.get(outcome, 1)
     finally:
         for f in opened:
-            f.close()
+            await f.aclose()
         for node in nodes:
             if node.session.probe is not None:
                 await node.session.probe.close()
@@ -208,7 +214,7 @@ async def _watch_one(spec: Spec, args: Any) -> int:
             return await _run_then(args.then, None, session)
         return code
     finally:
-        f.close()
+        await f.aclose()
         if probe is not None:
             await probe.close()
 

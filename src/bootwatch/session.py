@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ EXIT = {"ready": 0, "stopped": 0, "failed": 1, "died": 1, "usage": 2, "incomplet
 # not while ranks rendezvous.
 STALL_FACTOR = {"download": 3.0, "load_weights": 2.0, "load_draft": 2.0, "compile": 4.0, "cuda_graph": 3.0,
                 "warmup": 4.0, "kv_cache": 2.0, "distributed_init": 1.0, "start": 1.0, "config": 1.0}
-TICK_S = 0.05
+TICK_S = 0.25  # timers only: new data, a verdict, a probe answer or the server's exit wake the loop at once
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Session:
         self.source_death = source_death  # callable -> a Death the source saw (container exit), or None
         self._death_reported = False
         self._reader: asyncio.Task[None] = None  # type: ignore[assignment]
+        self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
         self._last_child_check = 0.0
         self.start = time.time()
         self.last_output = self.start
@@ -103,6 +105,7 @@ class Session:
             now = time.time()
             self.last_output = now
             self.emit(self.analyzer.feed(data, now))
+            self.wake.set()
             launch = self.tracker.launch
             if self.server is not None and launch is not None and self.tracker.launches == 1 and launch.phases:
                 # We launched it: its start phase began at the spawn, not at its first line (imports are slow).
@@ -110,6 +113,7 @@ class Session:
                 if first.name == "start" and first.start_t is not None and first.start_t > self.start:
                     first.start_t = self.start
         self.input_done = True
+        self.wake.set()
 
     async def _probe_loop(self) -> None:
         assert self.probe is not None
@@ -122,6 +126,7 @@ class Session:
             if label != last_state:
                 last_state = label
                 self.health = label
+                self.wake.set()
                 self.sink.event(Event("fact", res.t, {"name": "health", "value": label, "url": self.probe.url}),
                                 time.time())
             await asyncio.sleep(0.25 if res.state in ("down", "loading") else 1.0)
@@ -199,13 +204,33 @@ class Session:
         self._reader = asyncio.create_task(self._read(chunks))
         self._prober = asyncio.create_task(self._probe_loop()) if self.probe is not None else None
         self._last_child_check = 0.0
+        if self.server is not None:
+            self._watch_exit()
+
+    def _watch_exit(self) -> None:
+        """The server's exit wakes the loop at once: a daemon thread blocks in wait() (it never keeps
+        bootwatch from exiting, e.g. after --detach)."""
+        assert self.server is not None and self.server.proc is not None
+        loop, proc, wake = asyncio.get_running_loop(), self.server.proc, self.wake
+
+        def wait() -> None:
+            proc.wait()
+            with contextlib.suppress(RuntimeError):  # the loop may be gone already
+                loop.call_soon_threadsafe(wake.set)
+
+        threading.Thread(target=wait, name="bootwatch-server-exit", daemon=True).start()
+
+    async def wait_for_wake(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), TICK_S)
+        self.wake.clear()
 
     async def run(self, chunks: AsyncIterator[bytes]) -> str:
         """Returns the outcome: ready | failed | incomplete | stalled | timeout | stopped | died."""
         self.begin(chunks)
         try:
             while True:
-                await asyncio.sleep(TICK_S)
+                await self.wait_for_wake()
                 outcome = await self.tick(time.time())
                 if outcome is not None:
                     return outcome
@@ -230,7 +255,8 @@ class Session:
             ready = self.verdict() == "ready"
             self.emit(self.tracker.exited(death.code, death.signal, reason=death.reason))
             return "died" if ready else "failed"
-        if self.server is not None and now - self._last_child_check >= 0.25:
+        if self.server is not None and (now - self._last_child_check >= 0.25 or self.server.proc is not None
+                                        and self.server.proc.returncode is not None):
             self._last_child_check = now
             self._check_children()
             code = self.server.poll()

@@ -163,7 +163,8 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
             er.rules[kind].append(Rule(
                 kind=kind, regex=_compile(e["pattern"], where), source=where, example=e.get("example"),
                 name=e.get("name"), role=role, category=e.get("category"), repeat=e.get("repeat"),
-                done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"), sets=e.get("sets"),
+                done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"),
+                sets=e.get("sets"),
                 message=e.get("message"), weight=int(e.get("weight", 1)), levels=tuple(e.get("levels", ())),
             ))
     return name, list(extends), er

@@ -53,7 +53,8 @@ _TRTLLM = re.compile(
 )
 _TRTLLM_CPP = re.compile(r"\[TensorRT-LLM\]\[(?P<level>INFO|WARNING|ERROR|DEBUG|VERBOSE)\] ")
 # glog "W0902 12:01:32.507000 819883 torch/utils/cpp_extension.py:2425] "
-_GLOG = re.compile(r"(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.\d+\s+\d+ [\w./\-]+:\d+\] ")
+_GLOG = re.compile(r"(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.\d+\s+\d+ "
+                   r"[\w./\-]+:\d+\] ")
 # llama.cpp with --log-timestamps/--log-prefix: "0.00.035.060 I msg"
 _LLAMACPP = re.compile(r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWEDT]) ")
 

@@ -84,7 +84,8 @@ class ContainerFollower:
                 return True, None, count
             exit_code = state.get("ExitCode")
             why = "OOMKilled" if state.get("OOMKilled") else f"exited with code {exit_code}"
-            return False, Death(exit_code, 9 if state.get("OOMKilled") else None, f"container {s.container} {why}"), count
+            death = Death(exit_code, 9 if state.get("OOMKilled") else None, f"container {s.container} {why}")
+            return False, death, count
         argv = ["kubectl", "get", "pod", s.pod or "", "-o", "json"]
         if s.namespace:
             argv[3:3] = ["-n", s.namespace]
@@ -174,3 +175,10 @@ class ContainerFollower:
         if self._proc is not None and self._proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
+
+    async def aclose(self) -> None:
+        """Kill the client and reap it while the event loop still runs."""
+        self.close()
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                await self._proc.wait()

@@ -1,6 +1,6 @@
 """Follow a log file like `tail -F`: it may not exist yet, may be truncated, rotated or replaced.
 
-New data is noticed through inotify (watchfiles) and, as a fallback where events do not arrive (NFS,
+New data is noticed through inotify (asyncinotify) and, as a fallback where events do not arrive (NFS,
 some container mounts), by a stat poll. Only complete lines are handed on; a partial last line waits
 for its newline. Offsets are kept per file identity so that nothing is lost or read twice.
 """
@@ -34,15 +34,18 @@ class FileFollower:
         self.truncations = 0
 
     async def _watch(self) -> None:
-        try:
-            from watchfiles import awatch
-        except ImportError:  # pragma: no cover - watchfiles is a dependency
-            return
+        """inotify on the file's directory (the file may not exist yet, or be replaced): no wake-up at all
+        while nothing is written, a few milliseconds when something is."""
+        from asyncinotify import Inotify, Mask
+
         directory = self.path.parent if self.path.parent.exists() else Path(".")
-        with contextlib.suppress(Exception):  # inotify unavailable: the poll still runs
-            async for _ in awatch(directory, debounce=5, step=5, stop_event=self._stop, rust_timeout=500,
-                                  recursive=False, ignore_permission_denied=True):
-                self._wake.set()
+        mask = (Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.MOVED_FROM | Mask.DELETE | Mask.CLOSE_WRITE
+                | Mask.ATTRIB)
+        with contextlib.suppress(OSError), Inotify() as inotify:  # no inotify (NFS, limits): the poll runs
+            inotify.add_watch(directory, mask)
+            async for event in inotify:
+                if event.name is None or event.name.name == self.path.name:
+                    self._wake.set()
 
     async def _wait(self) -> None:
         if self._watch_task is None and self.events:

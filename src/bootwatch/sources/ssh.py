@@ -41,7 +41,8 @@ _SSH_ERRORS = (
 
 def remote_command(path: str, offset: int) -> str:
     p = shlex.quote(path)
-    return (f"command -v tail >/dev/null 2>&1 || {{ echo 'bootwatch: no tail command on this host' >&2; exit {NO_TAIL}; }}; "
+    return (f"command -v tail >/dev/null 2>&1 || "
+            f"{{ echo 'bootwatch: no tail command on this host' >&2; exit {NO_TAIL}; }}; "
             f"test -e {p} || {{ echo 'bootwatch: no such file' >&2; exit {NO_FILE}; }}; "
             f"echo '{FOLLOWING}' >&2; exec tail -c +{offset + 1} -F -- {p}")
 
@@ -125,3 +126,10 @@ class SshFollower:
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
+
+    async def aclose(self) -> None:
+        """Kill the ssh client and reap it while the event loop still runs."""
+        self.close()
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                await self._proc.wait()
