@@ -164,3 +164,12 @@ def test_each_follows_independent_servers(tmp_path: Path) -> None:
     assert code == 0 and [s["verdict"] for s in events[-1]["servers"]] == ["ready", "ready"]
     code, events, _ = bw(Path("/dev/null"), "watch", "--each", *logs, "--json", "--from-start", "--timeout", "30")
     assert code == 1 and [s["verdict"] for s in events[-1]["servers"]] == ["ready", "ready", "failed"]
+
+
+def test_each_times_out_with_124(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_bytes(b"")
+    b.write_bytes(b"")
+    code, events, _ = bw(Path("/dev/null"), "watch", "--each", str(a), str(b), "--json", "--timeout", "1.5",
+                         "--stall", "1h")
+    assert code == 124 and events[-1]["verdict"] == "timeout"

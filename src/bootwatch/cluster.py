@@ -27,6 +27,14 @@ class Node:
     outcome: str | None = None
 
 
+def worst(outcomes: list[str]) -> str:
+    """--each: ready only if all are; else the most serious outcome (a failure before a stall or timeout)."""
+    for kind in ("failed", "died", "stalled", "timeout", "incomplete"):
+        if kind in outcomes:
+            return "failed" if kind == "died" else kind
+    return "ready"
+
+
 class NodeSink:
     """Tags a node's events with its name and hands them to the shared sink."""
 
@@ -90,7 +98,7 @@ class Cluster:
                         node.outcome = await node.session.tick(now)
                 if self.each:
                     if all(n.outcome is not None for n in self.nodes):
-                        return "ready" if all(n.outcome == "ready" for n in self.nodes) else "failed"
+                        return worst([n.outcome or "incomplete" for n in self.nodes])
                 else:
                     failed = [n for n in self.nodes if n.outcome in ("failed", "died")]
                     if failed:

@@ -86,8 +86,9 @@ async def replay(args: Any) -> int:
 
 
 # ---- watch ----------------------------------------------------------------------------------------
-def _catch_up(path: Path, analyzer: Analyzer, start: int, events: list[Any]) -> int:
-    """Read what the file already holds (from `start`) up to its last complete line; returns where it ended."""
+def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
+    """Read what the file already holds (from `start`) up to its last complete line; returns where it ended.
+    Its events are not kept (a 1 GB history would hold a million); `Tracker.snapshot` says where it stands."""
     chunker = LineChunker()
     offset = start
     with path.open("rb") as f:
@@ -102,7 +103,7 @@ def _catch_up(path: Path, analyzer: Analyzer, start: int, events: list[Any]) -> 
             first = False
             data = chunker.push(block)
             offset += len(data)
-            events += analyzer.feed(data, time.time())
+            analyzer.feed(data, time.time())
     return offset
 
 
@@ -138,14 +139,13 @@ def _open_source(spec: Spec, analyzer: Analyzer, sink: Any, args: Any) -> Follow
     start, await_new = 0, False
     if path.exists():
         begin = 0 if args.from_start else last_launch_offset(path, launch_marker(args.rules))
-        earlier: list[Any] = []
-        start = _catch_up(path, analyzer, begin, earlier)
+        start = _catch_up(path, analyzer, begin)
         await_new = not args.from_start and analyzer.tracker.verdict() in ("ready", "failed")
         if await_new:
             sink.note(time.time(), f"the last launch in {spec.text} already ended ({analyzer.tracker.verdict()}); "
                       "waiting for a new launch")
         else:
-            for ev in earlier:  # what the current launch went through before we looked
+            for ev in analyzer.tracker.snapshot():  # what the current launch went through before we looked
                 sink.event(ev, time.time())
     follower = FileFollower(path, start=start)
     return Followed(follower.chunks(), lambda: follower.offset, None, follower.close, await_new)

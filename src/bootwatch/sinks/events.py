@@ -89,7 +89,9 @@ class JsonSink:
         self.out = out or sys.stdout
 
     def note(self, now: float, text: str) -> None:
-        pass
+        """What a source or bootwatch itself has to say (a reconnect, a launch that already ended)."""
+        self.out.write(json.dumps({"t": round(now, 3), "event": "warning", "kind": "bootwatch", "text": text}) + "\n")
+        self.out.flush()
 
     def event(self, ev: Event, now: float) -> None:
         self.out.write(json.dumps(ev.to_json(now)) + "\n")

@@ -46,6 +46,7 @@ class ContainerFollower:
         self.death: Death | None = None
         self.restarts_seen: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
+        self._dying: asyncio.subprocess.Process | None = None
 
     # ---- the two clients ---------------------------------------------------------------------------
     def _logs_argv(self, since: str | None) -> list[str]:
@@ -172,13 +173,17 @@ class ContainerFollower:
             self.close()
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.returncode is None:
+        # Once: a second kill() would reap the child behind asyncio's back ("Unknown child process").
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                self._proc.kill()
+                proc.kill()
+            self._dying = proc
 
     async def aclose(self) -> None:
         """Kill the client and reap it while the event loop still runs."""
         self.close()
-        if self._proc is not None:
+        proc, self._dying = self._dying, None
+        if proc is not None:
             with contextlib.suppress(ProcessLookupError):
-                await self._proc.wait()
+                await proc.wait()

@@ -24,6 +24,10 @@ from bootwatch.sources.spec import Spec
 NO_FILE, NO_TAIL = 66, 69  # exit codes of the remote preamble
 FOLLOWING = "bootwatch: following"  # the preamble passed: the connection and the file are fine
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+# sshd drops handshakes beyond MaxStartups (10 by default): with many sources on one host, at most this many
+# connect at once; a slot is held until the stream delivers its first bytes (or 3 s pass).
+HANDSHAKES_PER_HOST = 6
+_handshakes: dict[str, asyncio.Semaphore] = {}
 
 _SSH_ERRORS = (
     ("Host key verification failed", "the host key of {host} is not the one known (known_hosts): refusing to connect"),
@@ -78,6 +82,7 @@ class SshFollower:
         self.note = note or (lambda _msg: None)
         self.reconnects = 0
         self._proc: asyncio.subprocess.Process | None = None
+        self._dying: asyncio.subprocess.Process | None = None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         chunker = LineChunker()
@@ -85,9 +90,25 @@ class SshFollower:
         failures = attempts = 0
         try:
             while True:
-                proc = await asyncio.create_subprocess_exec(
-                    *ssh_argv(self.spec, remote_command(self.spec.path, self.offset)),
-                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                slot = _handshakes.setdefault(self.spec.host, asyncio.Semaphore(HANDSHAKES_PER_HOST))
+                await slot.acquire()
+                held = [True]
+
+                def release(held: list[bool] = held, slot: asyncio.Semaphore = slot) -> None:
+                    if held[0]:
+                        held[0] = False
+                        slot.release()
+
+                timer = asyncio.get_running_loop().call_later(3.0, release)
+                try:
+                    proc = await asyncio.create_subprocess_exec(
+                        *ssh_argv(self.spec, remote_command(self.spec.path, self.offset)),
+                        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                        stderr=asyncio.subprocess.PIPE)
+                except BaseException:
+                    timer.cancel()
+                    release()
+                    raise
                 self._proc = proc
                 assert proc.stdout is not None and proc.stderr is not None
                 err_task = asyncio.create_task(proc.stderr.read())
@@ -98,17 +119,21 @@ class SshFollower:
                         break
                     got = True
                     failures = 0
+                    timer.cancel()
+                    release()
                     self.offset += len(block)
                     out = chunker.push(block)
                     if out:
                         yield out
                 code = await proc.wait()
+                timer.cancel()
+                release()
                 stderr = (await err_task).decode("utf-8", "replace")
                 connected_once = connected_once or FOLLOWING in stderr
                 attempts += 1
                 # Never connected: a known refusal (host key, auth, DNS, no route) or repeated failures is
                 # a usage error; a link cut once during the first handshake is just retried.
-                hopeless = any(needle in stderr for needle, _ in _SSH_ERRORS) or attempts >= 5
+                hopeless = any(needle in stderr for needle, _ in _SSH_ERRORS) or attempts >= 8
                 if code in (NO_FILE, NO_TAIL) or (not connected_once and hopeless):
                     raise UsageError(explain(self.spec, code, stderr))
                 # The link dropped (or tail was killed): resume at the byte we stopped at.
@@ -122,14 +147,17 @@ class SshFollower:
             self.close()
 
     def close(self) -> None:
-        proc = self._proc
+        # Once: a second kill() would reap the child behind asyncio's back ("Unknown child process").
+        proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
+            self._dying = proc
 
     async def aclose(self) -> None:
         """Kill the ssh client and reap it while the event loop still runs."""
         self.close()
-        if self._proc is not None:
+        proc, self._dying = self._dying, None
+        if proc is not None:
             with contextlib.suppress(ProcessLookupError):
-                await self._proc.wait()
+                await proc.wait()

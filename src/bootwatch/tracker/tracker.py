@@ -450,6 +450,27 @@ class Tracker:
         return ev
 
     # ---- output ------------------------------------------------------------------------------------
+    def snapshot(self) -> list[Event]:
+        """The current launch so far, as a few events: its phases, where the last one stands, facts and
+        warnings (for a watcher that arrives while the server is already starting)."""
+        launch = self.launch
+        if launch is None:
+            return []
+        ev: list[Event] = []
+        for p in launch.phases:
+            if p.name != "start":
+                ev.append(Event("phase", p.start_t, {"name": p.name, "line_no": p.start_line, "draft": p.draft,
+                                                     "text": ""}))
+        cur = launch.current
+        if cur is not None and cur.progress is not None:
+            ev.append(Event("progress", launch.last_t, {"phase": cur.name, "n": cur.n, "total": cur.total,
+                                                       "progress": cur.progress, "line_no": launch.last_no}))
+        for name, value in launch.facts.items():
+            ev.append(Event("fact", launch.last_t, {"name": name, "value": value,
+                                                    "line_no": launch.fact_lines.get(name)}))
+        ev += [Event("warning", launch.last_t, dict(w)) for w in launch.warnings]
+        return ev
+
     def verdict(self) -> str:
         launch = self.launch
         if launch is None:
