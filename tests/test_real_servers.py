@@ -63,6 +63,9 @@ def llama_cmd(port: int, gguf: str | None = None, ctx: str = "512") -> list[str]
 
 
 def bw(*args: str, timeout: float = 300) -> tuple[int, list[dict], float]:
+    if args[0] in ("run", "watch") and "--timeout" not in args:
+        # bootwatch gives up (and stops the server it started) before the test would kill it.
+        args = (args[0], "--timeout", "240", *args[1:])
     start = time.time()
     p = subprocess.run([*BOOTWATCH, *args], capture_output=True, text=True, timeout=timeout)
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
@@ -112,7 +115,7 @@ def test_vllm_ready_with_phases_facts_and_verify(tmp_path: Path) -> None:
 def test_llama_server_refused_then_503_then_200(tmp_path: Path) -> None:
     port = free_port()
     code, events, _ = bw("run", "--log", str(tmp_path / "llama.log"), "--json", "--url",
-                         f"http://127.0.0.1:{port}/health", "--verify", "--then", "true", "--",
+                         f"http://127.0.0.1:{port}/health", "--verify", "--then", "true", "--timeout", "120", "--",
                          *llama_cmd(port, ctx="4000000"))
     s = summary(events)
     assert code == 0 and s["engine"] == "llamacpp", s.get("failure")

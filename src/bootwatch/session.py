@@ -120,7 +120,12 @@ class Session:
         last_state = None
         while True:
             ours = {p.pid for p in self.server.tree()} if self.server is not None else None
-            res = await self.probe.check(ours)
+            try:
+                res = await self.probe.check(ours)
+            except Exception as e:  # a probe that breaks must say so, not stop probing in silence
+                from bootwatch.probes.http import ProbeResult
+
+                res = ProbeResult("error", None, f"probe failed: {e.__class__.__name__}: {e}", time.time())
             label = {"down": "refused", "loading": f"{res.status} (starting)", "up": "200",
                      "foreign": f"not this server: {res.detail}", "error": res.detail}[res.state]
             if label != last_state:

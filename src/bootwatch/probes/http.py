@@ -6,6 +6,7 @@ process outside the server's tree is not this server.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -75,9 +76,15 @@ class HttpProbe:
         self.last = res
         return res
 
-    async def verify(self) -> tuple[bool, float, str]:
+    async def verify(self, timeout_s: float = 120.0) -> tuple[bool, float, str]:
         """One-token completion: the only proof that the model generates."""
         start = time.monotonic()
+        try:
+            return await asyncio.wait_for(self._verify(start), timeout_s)
+        except TimeoutError:
+            return False, time.monotonic() - start, f"no completion within {timeout_s:g} s"
+
+    async def _verify(self, start: float) -> tuple[bool, float, str]:
         try:
             model = "default"
             r = await self.client.get(self.base + "/v1/models", timeout=10)
