@@ -36,9 +36,8 @@ class Rule:
     done: bool = False  # phase: this line ends the phase rather than starting it
     draft: bool = False  # phase: it is the draft model's (speculative decoding)
     unless: str | None = None  # ready: not when this flag is set
-    sets: str | None = None  # any rule: flag set when it matches
     message: str | None = None  # warning: what to tell the user
-    weight: int = 1  # detect
+    weight: int = 1  # detect: when several engines' signs are on one line, the heaviest wins
     levels: tuple[str, ...] = ()  # only lines at these levels
 
 
@@ -151,7 +150,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
             if not isinstance(e, dict) or "pattern" not in e:
                 raise UsageError(f"{where}: needs a `pattern`")
             unknown = set(e) - {"pattern", "example", "name", "role", "category", "repeat", "done", "unless",
-                                "sets", "message", "weight", "levels", "note", "draft"}
+                                "message", "weight", "levels", "note", "draft"}
             if unknown:
                 raise UsageError(f"{where}: unknown keys {sorted(unknown)}")
             role = e.get("role")
@@ -164,7 +163,6 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                 kind=kind, regex=_compile(e["pattern"], where), source=where, example=e.get("example"),
                 name=e.get("name"), role=role, category=e.get("category"), repeat=e.get("repeat"),
                 done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"),
-                sets=e.get("sets"),
                 message=e.get("message"), weight=int(e.get("weight", 1)), levels=tuple(e.get("levels", ())),
             ))
     return name, list(extends), er

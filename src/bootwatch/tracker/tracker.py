@@ -144,10 +144,12 @@ class Tracker:
 
     def _detect(self, launch: Launch, line: Line, hits: list[Rule]) -> None:
         hit_ids = {id(r) for r in hits if r.kind == "detect"}
-        for engine, rule in self.book.detect if hit_ids else ():
-            if id(rule) in hit_ids and rule.regex.search(line.text):
-                launch.engine, launch.rules = engine, self.book.for_engine(engine)
-                return
+        found = [(rule.weight, -i, engine) for i, (engine, rule) in enumerate(self.book.detect)
+                 if id(rule) in hit_ids and rule.regex.search(line.text)]
+        if found:
+            engine = max(found)[2]
+            launch.engine, launch.rules = engine, self.book.for_engine(engine)
+            return
         # No banner seen (e.g. --log-level warning): a prefix only one engine prints is enough.
         engine = _FMT_ENGINE.get(line.fmt or "")
         if engine in self.book.engines:
@@ -499,6 +501,7 @@ class Tracker:
             "warnings": list(launch.warnings),
             "runtime_failure": launch.runtime_failure,
             "launches": self.launches,
+            "exit": self.exit_info,
             "launch_start_line": launch.start_line,
             "last_line_no": launch.last_no,
         }
