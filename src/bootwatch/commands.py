@@ -42,8 +42,8 @@ def make_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> 
     return PlainSink(source=source)
 
 
-async def _with_interrupt(coro: Any) -> tuple[str, bool]:
-    """Run `coro`; Ctrl-C (SIGINT) or SIGTERM cancels it and reports the interruption."""
+async def _with_interrupt(coro: Any) -> str:
+    """Run `coro` for its outcome; Ctrl-C (SIGINT) or SIGTERM cancels it: the outcome is "interrupted"."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -53,11 +53,11 @@ async def _with_interrupt(coro: Any) -> tuple[str, bool]:
     try:
         done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         if task in done:
-            return task.result(), False
+            return task.result()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        return "interrupted", True
+        return "interrupted"
     finally:
         waiter.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -81,7 +81,7 @@ async def replay(args: Any) -> int:
     analyzer = Analyzer(engine=args.engine, rules=args.rules, year=year)
     sink = make_sink(args, [(args.log, analyzer)], args.log)
     session = Session(analyzer, sink, Options(timeout_s=float("inf"), stall_s=None, replay=True))
-    outcome, _ = await _with_interrupt(session.run(replay_chunks(args.log, args.speed, year or 2025)))
+    outcome = await _with_interrupt(session.run(replay_chunks(args.log, args.speed, year or 2025)))
     return _finish(session, sink, outcome)
 
 
@@ -183,13 +183,13 @@ async def watch(args: Any) -> int:
             session = Session(analyzer, node_sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death)
             nodes.append(Node(name, session, f.chunks))
         cluster = Cluster(nodes, sink, Options(timeout_s=args.timeout, stall_s=args.stall), each=args.each)
-        outcome, _ = await _with_interrupt(cluster.run())
+        outcome = await _with_interrupt(cluster.run())
         summary = cluster.summary(outcome)
         sink.close(summary, time.time())
         for node in nodes:
             history.record(node.session.summary(node.outcome or outcome), node.name, "watch")
         if outcome == "ready" and args.then:
-            return await _run_then(args.then, None, nodes[0].session)
+            return await _run_then(args.then, None)
         return EXIT.get(outcome, 1)
     finally:
         for f in opened:
@@ -208,10 +208,10 @@ async def _watch_one(spec: Spec, args: Any) -> int:
     opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=f.await_new)
     session = Session(analyzer, sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death)
     try:
-        outcome, _ = await _with_interrupt(session.run(f.chunks))
+        outcome = await _with_interrupt(session.run(f.chunks))
         code = _finish(session, sink, outcome, (spec.text, "watch"))
         if outcome == "ready" and args.then:
-            return await _run_then(args.then, None, session)
+            return await _run_then(args.then, None)
         return code
     finally:
         await f.aclose()
@@ -219,7 +219,7 @@ async def _watch_one(spec: Spec, args: Any) -> int:
             await probe.close()
 
 
-async def _run_then(cmd: str, server: ServerProcess | None, session: Session) -> int:
+async def _run_then(cmd: str, server: ServerProcess | None) -> int:
     """Run CMD through the shell once ready; its exit code, or 1 if the server died meanwhile."""
     proc = await asyncio.create_subprocess_shell(cmd)
     died = False
@@ -289,7 +289,7 @@ async def run(args: Any) -> int:
     session = Session(analyzer, sink, opts, probe=probe, server=server, source_bytes=lambda: follower.offset)
     stop_server = True
     try:
-        outcome, _ = await _with_interrupt(session.run(follower.chunks()))
+        outcome = await _with_interrupt(session.run(follower.chunks()))
         if outcome == "ready" and args.detach:
             stop_server = False
             code = _finish(session, sink, "ready", (str(log_path), "run"))
@@ -297,7 +297,7 @@ async def run(args: Any) -> int:
             return code
         if outcome == "ready" and args.then:
             _finish(session, sink, "ready", (str(log_path), "run"))
-            rc = await _run_then(args.then, server, session)
+            rc = await _run_then(args.then, server)
             stop_server = not args.keep
             return rc
         if args.keep and outcome in ("stalled", "timeout"):
