@@ -25,7 +25,7 @@ NO_FILE, NO_TAIL = 66, 69  # exit codes of the remote preamble
 FOLLOWING = "bootwatch: following"  # the preamble passed: the connection and the file are fine
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 # sshd drops handshakes beyond MaxStartups (10 by default): with many sources on one host, at most this many
-# connect at once; a slot is held until the stream delivers its first bytes (or 3 s pass).
+# connect at once; a slot is held until the remote side says it follows the file (or 3 s pass).
 HANDSHAKES_PER_HOST = 6
 _handshakes: dict[str, asyncio.Semaphore] = {}
 
@@ -75,6 +75,18 @@ def explain(spec: Spec, code: int | None, stderr: str) -> str:
     return f"{spec.text}: ssh failed: {last}"
 
 
+async def _read_stderr(stream: asyncio.StreamReader, connected: Callable[[], None]) -> bytes:
+    """All of ssh's stderr; `connected()` as soon as the remote preamble says the file is being followed."""
+    out = bytearray()
+    while True:
+        line = await stream.readline()
+        if not line:
+            return bytes(out)
+        out += line
+        if FOLLOWING.encode() in line:
+            connected()
+
+
 class SshFollower:
     def __init__(self, spec: Spec, start: int = 0, note: Callable[[str], None] | None = None) -> None:
         self.spec = spec
@@ -111,7 +123,7 @@ class SshFollower:
                     raise
                 self._proc = proc
                 assert proc.stdout is not None and proc.stderr is not None
-                err_task = asyncio.create_task(proc.stderr.read())
+                err_task = asyncio.create_task(_read_stderr(proc.stderr, release))
                 got = False
                 while True:
                     block = await proc.stdout.read(READ_SIZE)
