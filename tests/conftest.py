@@ -5,6 +5,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import hypothesis  # noqa: F401  (imported here, at a shallow stack: CPython 3.11.7's ast can fail on a late import)
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
