@@ -339,6 +339,10 @@ class Session:
 
     def summary(self, outcome: str) -> dict[str, Any]:
         s = self.analyzer.summary()
+        if self.opts.await_new_launch and self.tracker.launches <= self._baseline_launches:
+            # The file's last launch had ended before we looked and no new one began: nothing to report on.
+            s.update(verdict=outcome if outcome != "ready" else "incomplete", ready=None, failure=None,
+                     runtime_failure=None, note="the last launch in the file had already ended; no new launch began")
         if outcome in ("failed", "incomplete", "stalled", "timeout") and s["verdict"] != "ready":
             s["verdict"] = outcome
             if outcome == "failed" and s["failure"] is None and self.verify_result and not self.verify_result[0]:
