@@ -134,7 +134,7 @@ class Session:
                 self.wake.set()
                 self.sink.event(Event("fact", res.t, {"name": "health", "value": label, "url": self.probe.url}),
                                 time.time())
-            await asyncio.sleep(0.25 if res.state in ("down", "loading") else 1.0)
+            await asyncio.sleep(0.1 if res.state in ("down", "loading") else 1.0)
 
     def _log_ready(self) -> bool:
         return self.verdict() == "ready"
