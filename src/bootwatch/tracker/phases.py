@@ -21,7 +21,6 @@ class Phase:
     total: int | None = None
     done: bool = False
     draft: bool = False
-    label: str | None = None  # the progress bar's own words, e.g. "Capturing batches (bs=1 …)"
 
     @property
     def progress(self) -> float | None:

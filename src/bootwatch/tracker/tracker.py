@@ -256,7 +256,6 @@ class Tracker:
                 return True
             if (n, total) != (cur.n, cur.total):
                 cur.n, cur.total = n, total
-                cur.label = g.get("label")
                 ev.append(Event("progress", t, {"phase": cur.name, "n": n, "total": total,
                                                 "progress": cur.progress, "line_no": line.no}))
             self._cancel_candidates(launch, line.proc)
