@@ -84,7 +84,7 @@ def test_dropped_connection_resumes_at_the_exact_byte(sshd, tmp_path: Path) -> N
                     break
         finally:
             k.cancel()
-            follower.close()
+            await follower.aclose()
         assert kills >= 1 and follower.reconnects >= 1
         return got
 

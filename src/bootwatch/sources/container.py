@@ -10,7 +10,6 @@ evidence that the server died.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 
 from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.client import ClientFollower
 from bootwatch.sources.spec import Spec
 
 
@@ -38,15 +38,14 @@ async def _run(argv: list[str]) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
-class ContainerFollower:
+class ContainerFollower(ClientFollower):
     def __init__(self, spec: Spec, note: Callable[[str], None] | None = None) -> None:
+        super().__init__()
         self.spec = spec
         self.note = note or (lambda _msg: None)
         self.offset = 0  # bytes handed on (for silence detection)
         self.death: Death | None = None
         self.restarts_seen: int | None = None
-        self._proc: asyncio.subprocess.Process | None = None
-        self._dying: asyncio.subprocess.Process | None = None
 
     # ---- the two clients ---------------------------------------------------------------------------
     def _logs_argv(self, since: str | None) -> list[str]:
@@ -171,19 +170,3 @@ class ContainerFollower:
                 await asyncio.sleep(0.5)
         finally:
             self.close()
-
-    def close(self) -> None:
-        # Once: a second kill() would reap the child behind asyncio's back ("Unknown child process").
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            self._dying = proc
-
-    async def aclose(self) -> None:
-        """Kill the client and reap it while the event loop still runs."""
-        self.close()
-        proc, self._dying = self._dying, None
-        if proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                await proc.wait()

@@ -12,13 +12,13 @@ in it are data, never run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shlex
 from collections.abc import AsyncIterator, Callable
 
 from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.client import ClientFollower
 from bootwatch.sources.spec import Spec
 
 NO_FILE, NO_TAIL = 66, 69  # exit codes of the remote preamble
@@ -87,14 +87,13 @@ async def _read_stderr(stream: asyncio.StreamReader, connected: Callable[[], Non
             connected()
 
 
-class SshFollower:
+class SshFollower(ClientFollower):
     def __init__(self, spec: Spec, start: int = 0, note: Callable[[str], None] | None = None) -> None:
+        super().__init__()
         self.spec = spec
         self.offset = start  # bytes of the remote file received so far (where a new connection resumes)
         self.note = note or (lambda _msg: None)
         self.reconnects = 0
-        self._proc: asyncio.subprocess.Process | None = None
-        self._dying: asyncio.subprocess.Process | None = None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         chunker = LineChunker()
@@ -157,19 +156,3 @@ class SshFollower:
                 await asyncio.sleep(delay)
         finally:
             self.close()
-
-    def close(self) -> None:
-        # Once: a second kill() would reap the child behind asyncio's back ("Unknown child process").
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            self._dying = proc
-
-    async def aclose(self) -> None:
-        """Kill the ssh client and reap it while the event loop still runs."""
-        self.close()
-        proc, self._dying = self._dying, None
-        if proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                await proc.wait()
