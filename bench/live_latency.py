@@ -49,15 +49,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import corpus_blob, default_corpus, reexec_under_venv
+
 try:
     import psutil
 
     from bootwatch.analyze import Analyzer
     from bootwatch.sources.file import FileFollower
 except ImportError:  # not the venv's Python: run again under it
-    _VENV_PY = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
-    if _VENV_PY.exists() and Path(sys.executable) != _VENV_PY:
-        os.execv(_VENV_PY, [str(_VENV_PY), *sys.argv])
+    reexec_under_venv()
     raise
 
 REPO = Path(__file__).resolve().parent.parent
@@ -132,11 +132,6 @@ def fmt_size(n: int) -> str:
 def bootwatch_cmd() -> list[str]:
     script = Path(sys.executable).parent / "bootwatch"  # the venv's console script
     return [str(script)] if script.exists() else [sys.executable, "-m", "bootwatch"]
-
-
-def default_corpus() -> Path:
-    env = os.environ.get("BOOTWATCH_CORPUS")
-    return Path(env) if env else (REPO.parent / "shared" / "corpus").resolve()
 
 
 # ------------------------------------------------------------------------------------------- the writer
@@ -384,14 +379,6 @@ def death_trial(procs: Procs, src_log: Path, workdir: Path, rng: random.Random) 
 
 
 # ------------------------------------------------------------------------------------------- 3. idle CPU
-
-
-def corpus_blob(corpus: Path) -> bytes:
-    """Every corpus log, sorted by path, concatenated byte for byte (each ends with a newline)."""
-    logs = sorted(corpus.glob("*/*.log"))
-    if not logs:
-        raise SystemExit(f"no logs found under {corpus}/*/*.log")
-    return b"".join(p.read_bytes() for p in logs)
 
 
 def build_log(blob: bytes, passes: int) -> Path:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common import corpus_blob, default_corpus
+
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "bench" / "out"
 MB = 1 << 20
@@ -57,19 +59,6 @@ class Row:
 
 
 # ---------------------------------------------------------------------------------------------- the log
-
-
-def default_corpus() -> Path:
-    env = os.environ.get("BOOTWATCH_CORPUS")
-    return Path(env) if env else (REPO.parent / "shared" / "corpus").resolve()
-
-
-def corpus_blob(corpus: Path) -> bytes:
-    """Every corpus log, sorted by path, concatenated byte for byte (no separator added)."""
-    logs = sorted(corpus.glob("*/*.log"))
-    if not logs:
-        raise SystemExit(f"no logs found under {corpus}/*/*.log")
-    return b"".join(p.read_bytes() for p in logs)
 
 
 def build_log(blob: bytes, size_mb: float) -> Path:

@@ -51,12 +51,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common import default_corpus, reexec_under_venv
+
 try:
     import psutil
 except ImportError:  # not the venv's Python: run again under it
-    _VENV_PY = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
-    if _VENV_PY.exists() and Path(sys.executable) != _VENV_PY:
-        os.execv(_VENV_PY, [str(_VENV_PY), *sys.argv])
+    reexec_under_venv()
     raise
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,11 +95,6 @@ def progress(msg: str) -> None:
 def bootwatch_cmd() -> list[str]:
     script = Path(sys.executable).parent / "bootwatch"  # the venv's console script
     return [str(script)] if script.exists() else [sys.executable, "-m", "bootwatch"]
-
-
-def default_corpus() -> Path:
-    env = os.environ.get("BOOTWATCH_CORPUS")
-    return Path(env) if env else (REPO.parent / "shared" / "corpus").resolve()
 
 
 def own_cpu(p: psutil.Process) -> float:
