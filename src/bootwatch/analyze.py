@@ -7,7 +7,7 @@ test on a recorded log exercises the live path too.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +141,15 @@ class Analyzer:
         return s
 
 
-def analyze_file(f, analyzer: Analyzer) -> None:  # noqa: ANN001 - a binary file object
+def analyze_file(f, analyzer: Analyzer, name: str, complete_only: bool = False,  # noqa: ANN001 - binary file
+                 clock: Callable[[], float] | None = None) -> tuple[int, int]:
+    """Feed the rest of `f` to `analyzer`; returns (bytes fed, over-long lines cut).
+
+    `complete_only` leaves a partial last line unread (a live file may still be writing it); `clock` gives the
+    arrival time of each chunk for a live analyzer.
+    """
     chunker = LineChunker()
+    fed = 0
     first = True
     while True:
         block = f.read(READ_SIZE)
@@ -151,10 +158,15 @@ def analyze_file(f, analyzer: Analyzer) -> None:  # noqa: ANN001 - a binary file
         if first:
             first = False
             if looks_binary(block):
-                raise UsageError("this looks like binary data, not a server log")
-        analyzer.feed(chunker.push(block))
-    analyzer.feed(chunker.flush())
-    analyzer.truncated_lines = chunker.truncated_lines
+                raise UsageError(f"{name}: this looks like binary data, not a server log")
+        data = chunker.push(block)
+        fed += len(data)
+        analyzer.feed(data, clock() if clock else None)
+    if not complete_only:
+        tail = chunker.flush()
+        fed += len(tail)
+        analyzer.feed(tail, clock() if clock else None)
+    return fed, chunker.truncated_lines
 
 
 def open_log(path: os.PathLike[str] | str):  # noqa: ANN201
@@ -203,12 +215,12 @@ def analyze_path(path: os.PathLike[str] | str, engine: str | None = None,
                 analyzer.next_no = count_lines(path, start) + 1
                 f.seek(start)
         try:
-            analyze_file(f, analyzer)
+            _, truncated = analyze_file(f, analyzer, str(path))
         except OSError as e:
             raise UsageError(f"{path}: read failed: {e.strerror or e}") from None
     analyzer.finish()
     s = analyzer.summary()
-    s["truncated_lines"] = getattr(analyzer, "truncated_lines", 0)
+    s["truncated_lines"] = truncated
     if start:
         s["skipped_bytes"] = start  # earlier launches, not read
     return s

@@ -16,14 +16,13 @@ from typing import Any
 
 from rich.console import Console
 
-from bootwatch.analyze import Analyzer, launch_marker, looks_binary, open_log, rules_for, year_of
+from bootwatch.analyze import Analyzer, analyze_file, launch_marker, looks_binary, open_log, rules_for, year_of
 from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.errors import UsageError
 from bootwatch.probes.http import HttpProbe
 from bootwatch.session import EXIT, Options, Session
 from bootwatch.sinks import history
 from bootwatch.sinks.events import JsonSink, PlainSink
-from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.sources.container import ContainerFollower
 from bootwatch.sources.file import FileFollower, last_launch_offset
 from bootwatch.sources.process import ServerProcess
@@ -89,22 +88,10 @@ async def replay(args: Any) -> int:
 def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
     """Read what the file already holds (from `start`) up to its last complete line; returns where it ended.
     Its events are not kept (a 1 GB history would hold a million); `Tracker.snapshot` says where it stands."""
-    chunker = LineChunker()
-    offset = start
     with path.open("rb") as f:
         f.seek(start)
-        first = True
-        while True:
-            block = f.read(READ_SIZE)
-            if not block:
-                break
-            if first and looks_binary(block):
-                raise UsageError(f"{path}: this looks like binary data, not a server log")
-            first = False
-            data = chunker.push(block)
-            offset += len(data)
-            analyzer.feed(data, time.time())
-    return offset
+        fed, _ = analyze_file(f, analyzer, str(path), complete_only=True, clock=time.time)
+    return start + fed
 
 
 @dataclass
