@@ -18,6 +18,7 @@ from bootwatch.probes.http import HttpProbe
 from bootwatch.sinks.summary_text import fmt_duration
 from bootwatch.sources.process import ServerProcess, describe_exit
 from bootwatch.tracker import Event
+from bootwatch.waiting import wait_event
 
 EXIT = {"ready": 0, "stopped": 0, "failed": 1, "died": 1, "usage": 2, "incomplete": 3, "stalled": 4, "timeout": 124,
         "interrupted": 130}
@@ -226,8 +227,7 @@ class Session:
         threading.Thread(target=wait, name="bootwatch-server-exit", daemon=True).start()
 
     async def wait_for_wake(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), TICK_S)
+        await wait_event(self.wake, TICK_S)
         self.wake.clear()
 
     async def run(self, chunks: AsyncIterator[bytes]) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.waiting import wait_event
 
 POLL_S = 1.0  # fallback stat poll when no file event arrives
 
@@ -50,8 +51,7 @@ class FileFollower:
     async def _wait(self) -> None:
         if self._watch_task is None and self.events:
             self._watch_task = asyncio.create_task(self._watch())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self.poll_s)
+        await wait_event(self._wake, self.poll_s)
         self._wake.clear()
 
     def close(self) -> None:
