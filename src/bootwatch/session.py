@@ -343,10 +343,12 @@ class Session:
             # The file's last launch had ended before we looked and no new one began: nothing to report on.
             s.update(verdict=outcome if outcome != "ready" else "incomplete", ready=None, failure=None,
                      runtime_failure=None, note="the last launch in the file had already ended; no new launch began")
-        if outcome in ("failed", "incomplete", "stalled", "timeout") and s["verdict"] != "ready":
+        if self.verify_result and not self.verify_result[0]:
+            # The log said ready but the model did not generate: that startup failed.
+            s["verdict"], s["ready"] = "failed", None
+            s["failure"] = {"line_no": None, "text": self.verify_result[2], "category": "warmup", "context": []}
+        elif outcome in ("failed", "incomplete", "stalled", "timeout") and s["verdict"] != "ready":
             s["verdict"] = outcome
-            if outcome == "failed" and s["failure"] is None and self.verify_result and not self.verify_result[0]:
-                s["failure"] = {"line_no": None, "text": self.verify_result[2], "category": "warmup", "context": []}
         elif outcome == "ready":
             s["verdict"] = "ready"
         if s["verdict"] != "ready":

@@ -87,7 +87,13 @@ class HttpProbe:
     async def _verify(self, start: float) -> tuple[bool, float, str]:
         try:
             model = "default"
-            r = await self.client.get(self.base + "/v1/models", timeout=10)
+            while True:
+                # The log can say "ready" a moment before the socket accepts (uvicorn logs, then serves).
+                try:
+                    r = await self.client.get(self.base + "/v1/models", timeout=10)
+                    break
+                except httpx.ConnectError:
+                    await asyncio.sleep(0.05)
             if r.status_code == 200:
                 data = r.json().get("data") or []
                 if data:
