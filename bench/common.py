@@ -18,7 +18,7 @@ def reexec_under_venv() -> None:
 
 def default_corpus() -> Path:
     env = os.environ.get("BOOTWATCH_CORPUS")
-    return Path(env) if env else (REPO.parent / "shared" / "corpus").resolve()
+    return Path(env) if env else (REPO / "tests" / "corpus").resolve()
 
 
 def corpus_blob(corpus: Path) -> bytes:

@@ -640,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--trials", type=int, default=0, help="trials per ready-lag method (default 20; --quick 5)")
     ap.add_argument("--quick", action="store_true", help="smoke run: few trials, 100 MiB instead of 1 GiB, 5 s idle")
-    ap.add_argument("--corpus", type=Path, default=default_corpus(), help="real logs (default ../shared/corpus)")
+    ap.add_argument("--corpus", type=Path, default=default_corpus(), help="real logs (default tests/corpus)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the random pauses")
     cfg = config(ap.parse_args(argv))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so that every child gets killed

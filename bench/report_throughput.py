@@ -262,7 +262,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--also-size-mb", type=float, default=None,
                    help="also run bootwatch on a log of this size to show flat RSS (default 2x --size-mb; 0: skip)")
     p.add_argument("--corpus", type=Path, default=None,
-                   help="directory of <engine>/*.log (default $BOOTWATCH_CORPUS or ../shared/corpus)")
+                   help="directory of <engine>/*.log (default $BOOTWATCH_CORPUS or tests/corpus)")
     p.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
     return p.parse_args(argv)
 

@@ -689,7 +689,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sources", type=int, default=32, help="ssh sources of the large watch (default 32)")
     ap.add_argument("--trials", type=int, default=5, help="watches per source count (default 5)")
     ap.add_argument("--idle", type=float, default=20.0, help="seconds of the idle measurement (default 20)")
-    ap.add_argument("--corpus", type=Path, default=default_corpus(), help="real logs (default ../shared/corpus)")
+    ap.add_argument("--corpus", type=Path, default=default_corpus(), help="real logs (default tests/corpus)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the random pauses")
     a = ap.parse_args(argv)
     if a.sources < 1 or a.trials < 1:

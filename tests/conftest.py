@@ -15,7 +15,7 @@ os.environ["BOOTWATCH_HOME"] = tempfile.mkdtemp(prefix="bootwatch-test-home-")
 # another test session's or a benchmark's running on the same machine.
 SESSION_MARK = f"{os.getpid()}-{os.urandom(4).hex()}"
 os.environ["BOOTWATCH_TEST_SESSION"] = SESSION_MARK
-CORPUS = Path(os.environ.get("BOOTWATCH_CORPUS", ROOT.parent / "shared" / "corpus"))
+CORPUS = Path(os.environ.get("BOOTWATCH_CORPUS", ROOT / "tests" / "corpus"))
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
