@@ -1,0 +1,81 @@
+"""How bootwatch's report compares with a labelled real log: the one judgement that the corpus test and the
+blind-score script (scripts/score-corpus) share."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bootwatch.analyze import analyze_path
+from bootwatch.lines import Normalizer
+from bootwatch.lines.ansi import strip_ansi
+
+# The shell loop bootwatch replaces (the brief's seed): ready on "fired up", failed on any of these words.
+_GREP_READY = re.compile(r"fired up")
+_GREP_FAILED = re.compile(r"RuntimeError|Traceback.*most recent|CUDA error|ValueError", re.IGNORECASE)
+
+
+def message(line: str) -> str:
+    """A physical line's message without its prefix (the SPEC lets failure.text drop the prefix)."""
+    return Normalizer(2025).lines(1, line)[-1].text.strip()
+
+
+def physical_lines(log: Path) -> list[str]:
+    return [strip_ansi(x) for x in log.read_bytes().decode("utf-8", "replace").split("\n")]
+
+
+@dataclass
+class Judgement:
+    label: Path
+    want: dict[str, Any]
+    got: dict[str, Any]
+    verdict_ok: bool
+    cause_ok: bool | None  # None: the log did not fail
+    ready_ok: bool | None  # None: the log did not become ready
+    engine_ok: bool
+    grep_verdict: str
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict_ok and self.cause_ok is not False and self.ready_ok is not False
+
+    def why(self) -> str:
+        f, r = self.got.get("failure") or {}, self.got.get("ready") or {}
+        return (f"want {self.want['outcome']} got {self.got['verdict']} (engine {self.got['engine']}); "
+                f"failure={f.get('line_no')}:{str(f.get('text'))[:100]!r} ready={r.get('line_no')}:"
+                f"{str(r.get('text'))[:60]!r}; want cause={str(self.want.get('root_cause_line'))[:100]!r}")
+
+
+def grep_loop_verdict(log: Path) -> str:
+    text = strip_ansi(log.read_bytes().decode("utf-8", "replace"))
+    if _GREP_READY.search(text):
+        return "ready"
+    if _GREP_FAILED.search(text):
+        return "failed"
+    return "incomplete"
+
+
+def judge(label: Path) -> Judgement:
+    want = json.loads(label.read_text())
+    log = label.with_suffix(".log")
+    got = analyze_path(log)
+    lines = physical_lines(log)
+    verdict_ok = got["verdict"] == want["outcome"]
+    cause_ok = ready_ok = None
+    if want["outcome"] == "failed":
+        f = got.get("failure")
+        cause_ok = bool(f) and message(f["text"]) == message(want["root_cause_line"]) and (
+            f["line_no"] is not None and f["text"] in lines[f["line_no"] - 1])
+    elif got.get("failure") is not None:
+        verdict_ok = False
+    if want["outcome"] == "ready":
+        r = got.get("ready")
+        ready_ok = bool(r) and r["text"] == message(want["ready_line"]) and (
+            lines[r["line_no"] - 1].rstrip("\r") == want["ready_line"].rstrip("\r"))
+    elif got.get("ready") is not None:
+        verdict_ok = False
+    return Judgement(label, want, got, verdict_ok, cause_ok, ready_ok, got["engine"] == want["engine"],
+                     grep_loop_verdict(log))
