@@ -1,0 +1,114 @@
+"""Mask secrets in text bootwatch prints or stores, keeping the rest of the line readable.
+
+Server command lines and logs carry API keys (`--api-key sk-…`, `api_key='…'` in an args dump),
+Hugging Face tokens (in 401 errors) and URL credentials. Every sink and the history store pass
+what they show or keep through `redact`, so a secret never leaves bootwatch. The mask is `***`;
+what names the secret (the flag, the variable, `hf_`, `Bearer`) stays, so the line still says
+what was there. Redacting twice gives the same text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MASK = "***"
+
+# Names that hold secrets. A bare "token" is only a secret as a whole name or with an
+# auth-like prefix: tokenizer dumps are full of eos_token='</s>', which is no secret.
+_NAME = (
+    r"(?:[A-Za-z0-9_.-]*?(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|"
+    r"secret|password|passwd|credentials?|"
+    r"(?:hf|hub|hugging[_-]?face(?:[_-]hub)?|auth|access|api|bearer|refresh|session|github|gh|gitlab|wandb|"
+    r"openai|anthropic|ngc|slack)[_-]?token)"
+    r"|(?-i:[A-Z0-9_]*_KEY|[A-Z0-9_]*_TOKEN)|token)"
+)
+
+# --api-key X, --api-key=X, --hf-token X, --password X, --openai-key X ...
+_FLAG = re.compile(
+    r"(?<![\w-])(--?(?:[A-Za-z0-9]+-)*(?:api-?key|key|token|password|passwd|secret|credentials?)(?:=|\s+))"
+    r"(?!--?[A-Za-z])(\"[^\"]*\"|'[^']*'|[^\s\"']+)"
+)
+
+# api_key='x', "api_key": "x", HF_TOKEN=x, password: x (an args dump, an env assignment, a config line)
+_ASSIGN = re.compile(
+    r"(?<![\w.-])(['\"]?" + _NAME + r"['\"]?\s*(?:=|:\s*)\s*)"
+    r"(\"[^\"]*\"|'[^']*'|[^\s,;&)}\]\"']+)",
+    re.IGNORECASE,
+)
+_NOT_SECRET = {"none", "null", "nil", "false", "true", "", "''", '""', "*", MASK, f"'{MASK}'", f'"{MASK}"'}
+
+# Authorization: Bearer x / Authorization: Basic x / Authorization: x
+_AUTH_HEADER = re.compile(
+    r"((?<![\w-])['\"]?(?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?)(?:(bearer|basic|token|digest)\s+)?"
+    r"([^\s'\",}]+)",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?<![\w-])(bearer)\s+([A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
+
+# scheme://user:password@host
+_URL_CREDS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)([^/\s:@'\"]*):([^/\s@'\"]+)@")
+
+# Tokens recognisable by their shape wherever they appear.
+_SHAPED: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Hugging Face: hf_ + 34 letters and digits. Require a digit or real length so that
+    # identifiers like hf_transfer or hf_hub_download stay.
+    (re.compile(r"(?<![A-Za-z0-9])hf_(?:(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,}|[A-Za-z]{24,})(?![A-Za-z0-9])"), "hf_"),
+    (re.compile(r"(?<![\w-])sk-[A-Za-z0-9_-]{8,}"), "sk-"),  # OpenAI, Anthropic (sk-ant-…), sk-proj-…
+    (re.compile(r"(?<![A-Za-z0-9])(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), "gh_"),
+    (re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), "github_pat_"),
+    (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), "xox-"),
+    (re.compile(r"(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}(?![A-Za-z0-9])"), "AKIA"),
+    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), "AIza"),
+    (re.compile(r"(?<![A-Za-z0-9])nvapi-[A-Za-z0-9_-]{16,}"), "nvapi-"),
+)
+
+
+def _mask_value(value: str) -> str:
+    if value[:1] in "'\"" and value[-1:] == value[:1] and len(value) >= 2:
+        return value[0] + MASK + value[0]
+    return MASK
+
+
+def _flag(m: re.Match[str]) -> str:
+    return m.group(1) + _mask_value(m.group(2))
+
+
+def _assign(m: re.Match[str]) -> str:
+    value = m.group(2)
+    if value.lower() in _NOT_SECRET or value.strip("'\"").lower() in _NOT_SECRET:
+        return m.group(0)
+    return m.group(1) + _mask_value(value)
+
+
+def _auth(m: re.Match[str]) -> str:
+    scheme = f"{m.group(2)} " if m.group(2) else ""
+    return f"{m.group(1)}{scheme}{MASK}"
+
+
+def redact(s: str) -> str:
+    """The text with every secret it holds replaced by `***`."""
+    if not s:
+        return s
+    for pattern, prefix in _SHAPED:
+        s = pattern.sub(prefix + MASK, s)
+    s = _URL_CREDS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", s)
+    s = _AUTH_HEADER.sub(_auth, s)
+    s = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", s)
+    s = _FLAG.sub(_flag, s)
+    s = _ASSIGN.sub(_assign, s)
+    return s
+
+
+def redact_obj(obj: Any) -> Any:
+    """A JSON-like value (dicts, lists, strings) with every string redacted; for summaries and events."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {k: redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v) for v in obj]
+    return obj
+
+
+__all__ = ["MASK", "redact", "redact_obj"]
