@@ -136,3 +136,31 @@ def test_traceback_frames_keep_their_indentation() -> None:
 def test_normalizer_never_raises(text: str) -> None:
     for line in Normalizer(2025).lines(1, text):
         assert "\x1b[" not in line.raw or "\x1b" in text
+
+
+def test_collector_wrappers_are_peeled_before_the_server_prefix() -> None:
+    # docker compose, docker/kubectl --timestamps with CRI stream tags, journald: the rules see the message
+    cases = {
+        "sglang-1  | [2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB": ("sglang", None),
+        "2025-01-02T10:00:00.123456789Z stdout F [2025-05-01 05:11:17 TP0] Load weight begin. avail mem=7 GB":
+            ("sglang", "TP0"),
+        "2025-01-02T10:00:00.123Z INFO 08-12 10:11:12 [api_server.py:12] Load weight begin. avail mem=7 GB":
+            ("vllm", None),
+        "Jan 02 10:00:00 gpu1 vllm[123]: INFO 08-12 10:11:12 [api_server.py:12] Load weight begin. avail mem=7 GB":
+            ("vllm", None),
+    }
+    for raw, (fmt, proc) in cases.items():
+        line = one(raw)
+        assert line.text.startswith("Load weight begin."), raw
+        assert (line.fmt, line.proc) == (fmt, proc)
+        assert line.t is not None
+
+
+def test_tgi_stamp_is_not_taken_for_a_collector_wrapper() -> None:
+    line = one("2025-07-04T12:35:02.586768Z  INFO text_generation_launcher: Starting shard rank=0")
+    assert line.fmt == "tgi" and line.text == "Starting shard rank=0"
+
+
+def test_compose_wrapper_around_a_bare_message() -> None:
+    line = one("vllm_1    | INFO:     Application startup complete.")
+    assert line.text == "Application startup complete." and line.level == "INFO"

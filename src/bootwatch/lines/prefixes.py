@@ -58,6 +58,18 @@ _GLOG = re.compile(r"(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi
 # llama.cpp with --log-timestamps/--log-prefix: "0.00.035.060 I msg"
 _LLAMACPP = re.compile(r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWEDT]) ")
 
+# What a log collector puts before the server's own prefix: docker compose's "service-1  | ", docker/kubectl
+# --timestamps and CRI "2025-01-02T10:00:00.123456789Z stdout F ", journald/syslog "Jan 02 10:00:00 host
+# unit[12]: ". They say nothing about the server; rules anchored at the message must see past them.
+_COMPOSE = re.compile(r"[A-Za-z0-9][\w.\-]*\s+\| ?")
+_ISO_WRAP = re.compile(
+    r"(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)T(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"\s(?:(?:stdout|stderr) [FP] )?"
+)
+_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+(?:\[\d+\])?: ")
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                        "Dec"), 1)}
+
 
 @dataclass(slots=True)
 class Prefix:
@@ -93,11 +105,44 @@ def _sglang_proc(ranks: str) -> str | None:
     return parts[-1]
 
 
+def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
+    """Where the server's own text starts after collector prefixes, and the time a collector stamped."""
+    pos, t = 0, None
+    for _ in range(3):  # compose around timestamps, or the other way round
+        m = _COMPOSE.match(text, pos)
+        if m:
+            pos = m.end()
+            continue
+        m = _ISO_WRAP.match(text, pos)
+        # TGI's own prefix is an ISO stamp followed by a level; vLLM's starts with a level too
+        if m and (not _TGI.match(text, pos) or _VLLM.match(text, m.end())):
+            pos, t = m.end(), _stamp(m, year)
+            continue
+        m = _SYSLOG.match(text, pos)
+        if m:
+            mo = _MONTHS.get(text[pos:pos + 3])
+            if mo:
+                t = _epoch(year, mo, int(text[pos + 4:pos + 6]), int(text[pos + 7:pos + 9]), int(text[pos + 10:pos + 12]),
+                           int(text[pos + 13:pos + 15]))
+            pos = m.end()
+            continue
+        break
+    return pos, t
+
+
 def parse_prefix(text: str, year: int) -> Prefix:
-    """Peel process tags and one logger prefix off `text`; `year` fills in yearless stamps (vLLM)."""
+    """Peel collector wrappers, process tags and one logger prefix off `text`; `year` fills in yearless stamps
+    (vLLM)."""
+    pos, wrap_t = _peel_wrappers(text, year) if text[:1].isalnum() else (0, None)
+    p = _parse_from(text, pos, year)
+    if p.t is None and wrap_t is not None:
+        p.t = wrap_t
+    return p
+
+
+def _parse_from(text: str, pos: int, year: int) -> Prefix:
     proc = None
     fmt = None
-    pos = 0
     # Process tags (possibly repeated) come first.
     while True:
         m = _PROC_TAG.match(text, pos)
