@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootwatch.session import STALL_FACTOR, Options, Session
-from bootwatch.sinks.summary_text import fmt_duration
+from bootwatch.durations import fmt_duration
 from bootwatch.tracker import Event
 
 

@@ -1,4 +1,4 @@
-"""DUR arguments: `90s`, `15m`, `1h` or plain seconds."""
+"""Durations: DUR arguments (`90s`, `15m`, `1h` or plain seconds) in, short readable durations out."""
 
 from __future__ import annotations
 
@@ -15,3 +15,16 @@ def parse_duration(text: str) -> float:
     if not m:
         raise UsageError(f"bad duration {text!r}: use 90s, 15m, 1h or plain seconds")
     return float(m.group(1)) * _UNIT[m.group(2)]
+
+
+def fmt_duration(s: float | None) -> str:
+    """`4.2 s`, `3m07s`, `1h05m`; `-` when unknown."""
+    if s is None:
+        return "-"
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(int(round(s)), 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"

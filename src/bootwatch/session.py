@@ -15,7 +15,7 @@ import psutil
 
 from bootwatch.analyze import Analyzer
 from bootwatch.probes.http import HttpProbe
-from bootwatch.sinks.summary_text import fmt_duration
+from bootwatch.durations import fmt_duration
 from bootwatch.sources.process import ServerProcess, describe_exit
 from bootwatch.tracker import Event
 from bootwatch.waiting import wait_event

@@ -1,4 +1,9 @@
-"""The summary a person reads in five seconds: verdict, root cause, phase timeline, facts, warnings."""
+"""The summary a person reads in five seconds: verdict, root cause, phase timeline, facts, warnings.
+
+Everything that came from a log (lines, facts, paths) reaches rich as `Text` made with `shown`:
+never as markup (a `[/]` in a model path must not crash the report), never with its control
+characters, never with its secrets.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from bootwatch.durations import fmt_duration
+from bootwatch.text import shown
 
 _STYLE = {"ready": "bold green", "failed": "bold red", "incomplete": "bold yellow", "stalled": "bold yellow",
           "timeout": "bold red"}
@@ -25,22 +33,17 @@ _FACT_ORDER = ("model", "engine_version", "tp_size", "dp_size", "ep_size", "pp_s
                "draft_model", "speculative_num_steps", "cuda_graph_batch_sizes", "port")
 
 
-def fmt_duration(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s < 60:
-        return f"{s:.1f} s"
-    m, sec = divmod(int(round(s)), 60)
-    if m < 60:
-        return f"{m}m{sec:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
+def _t(s: object, style: str = "", limit: int | None = None) -> Text:
+    """A log's text as rich sees it: plain characters, nothing it could interpret. Cut after
+    redaction, so that a cut cannot leave a secret's head unmasked."""
+    text = shown(s)
+    return Text(text if limit is None else text[:limit], style=style)
 
 
 def render(summary: dict[str, Any], source: str, console: Console) -> None:
     if summary.get("servers"):  # --each: one block per server
-        console.print(Text(f"{summary['verdict'].upper()}   {len(summary['servers'])} servers", style=_STYLE.get(
-            summary["verdict"], "bold")))
+        console.print(Text(f"{shown(summary['verdict']).upper()}   {len(summary['servers'])} servers",
+                           style=_STYLE.get(summary["verdict"], "bold")))
         for s in summary["servers"]:
             console.print()
             render({k: v for k, v in s.items() if k != "servers"}, s.get("node", ""), console)
@@ -49,38 +52,45 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
     engine = _ENGINE_NAMES.get(summary["engine"], summary["engine"])
     version = f" {summary['engine_version']}" if summary.get("engine_version") else ""
     head = Text()
-    head.append(_SAY.get(v, v.upper()), style=_STYLE.get(v, "bold"))
-    head.append(f"   {engine}{version}   {source}")
+    head.append(shown(_SAY.get(v, str(v).upper())), style=_STYLE.get(v, "bold"))
+    head.append(shown(f"   {engine}{version}   {source}"))
     console.print(head)
     if summary.get("launches", 0) > 1 or summary.get("skipped_bytes"):
-        console.print(f"  (the log holds several launches; this is the last one, from line "
-                      f"{summary.get('launch_start_line')})", style="dim")
+        console.print(_t(f"  (the log holds several launches; this is the last one, from line "
+                         f"{summary.get('launch_start_line')})", "dim"))
     if v == "ready" and summary.get("ready"):
         r = summary["ready"]
-        console.print(f"  ready at line {r['line_no']}: {r['text']}")
+        where = f" at line {r['line_no']}" if r.get("line_no") else ""
+        console.print(_t(f"  ready{where}: {r['text']}"))
+    verify = summary.get("verify")
+    if verify:
+        took = fmt_duration(verify.get("latency_s"))
+        console.print(_t(f"  verify: one completion in {took}" if verify.get("ok")
+                         else f"  verify failed after {took}: {verify.get('error') or ''}"))
     nodes = summary.get("nodes") or []
     for n in nodes:
         phase = f" (in {n['phase']})" if n.get("phase") and n["verdict"] != "ready" else ""
-        console.print(f"  node {n['node']}: {n['verdict']}{phase}")
+        console.print(_t(f"  node {n['node']}: {n['verdict']}{phase}"))
     f = summary.get("failure")
     if v == "failed" and f:
         procs = f" on {', '.join(f['procs'])}" if f.get("procs") else ""
         if f.get("node"):
             procs += f" of node {f['node']}"
-        console.print(Text(f"  root cause (line {f['line_no']}, {f['category']}{procs}):", style="bold"))
-        console.print(Text("    " + f["text"], style="red"))
+        where = f"line {f['line_no']}, " if f.get("line_no") else ""
+        console.print(_t(f"  root cause ({where}{f.get('category', 'unknown')}{procs}):", "bold"))
+        console.print(_t("    " + f["text"], "red"))
         if f.get("detail"):
-            console.print(Text("    " + f["detail"], style="red"))
-        ctx = [c for c in f.get("context", []) if c.strip()]
+            console.print(_t("    " + f["detail"], "red"))
+        ctx = [c for c in f.get("context") or [] if c.strip()]
         if ctx:
-            console.print("  context:", style="dim")
+            console.print(Text("  context:", style="dim"))
             for c in ctx[-10:]:
-                console.print(Text("    " + c[:300]), style="dim")
+                console.print(_t("    " + c, "dim", limit=304))
     rf = summary.get("runtime_failure")
     if rf:
-        console.print(Text(f"  after readiness the server died (line {rf['line_no']}, {rf['category']}):",
-                           style="bold yellow"))
-        console.print(Text("    " + rf["text"], style="yellow"))
+        console.print(_t(f"  after readiness the server died (line {rf['line_no']}, {rf['category']}):",
+                         "bold yellow"))
+        console.print(_t("    " + rf["text"], "yellow"))
 
     phases = summary.get("phases") or []
     if phases:
@@ -100,21 +110,22 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
             elif i == last and v != "ready":
                 prog = (prog + " ").lstrip() + "<- still here"
             lines = f"{p['start_line']}-{p['end_line']}" if p.get("end_line") else f"{p['start_line']}-"
-            t.add_row(name, lines, fmt_duration(p.get("duration_s")), prog)
+            t.add_row(_t(name), _t(lines), _t(fmt_duration(p.get("duration_s"))), _t(prog))
         console.print()
         console.print(t)
     facts = summary.get("facts") or {}
     if facts:
         console.print()
-        console.print("facts", style="bold")
+        console.print(Text("facts", style="bold"))
         keys = [k for k in _FACT_ORDER if k in facts] + sorted(k for k in facts if k not in _FACT_ORDER)
         for k in keys:
-            val = facts[k]
-            s = str(val)
-            console.print(f"  {k:<28} {s[:120]}")
+            console.print(_t(f"  {k:<28} {facts[k]}", limit=151))
     warnings = summary.get("warnings") or []
     if warnings:
         console.print()
-        console.print("warnings", style="bold yellow")
+        console.print(Text("warnings", style="bold yellow"))
         for w in warnings:
-            console.print(Text(f"  line {w['line_no']}: {w['kind']}: {w['text'][:300]}", style="yellow"))
+            console.print(_t(f"  line {w['line_no']}: {w['kind']}: ", "yellow") + _t(w["text"], "yellow", limit=300))
+
+
+__all__ = ["fmt_duration", "render"]  # fmt_duration lives in bootwatch.durations; re-exported for old importers
