@@ -1,18 +1,16 @@
 """One RE2 automaton over every rule pattern, run on whole chunks of bytes.
 
-Most lines of a startup log match no rule. Searching every pattern in every line with Python's `re`
-costs ~30 MB/s; RE2 runs the union of all patterns as one automaton at C speed over a whole chunk, and
-only the lines it hits (plus the lines of an open traceback) reach the Python rules. A prefilter may hit
+Most lines of a startup log match no rule. Searching every pattern in every line, one at a time, costs
+~30 MB/s; RE2 runs the union of all patterns as one automaton at C speed over a whole chunk, and only the
+lines it hits (plus the lines of an open traceback) reach the Python rules. A prefilter may hit
 more lines than the rules want (leading anchors are dropped), never fewer.
 """
 
 from __future__ import annotations
 
-import re
-
 import re2
 
-from bootwatch.engines.rules import RuleBook
+from bootwatch.engines.rules import RuleBook, compile_pattern
 from bootwatch.errors import UsageError
 
 # Structure that the tracker reads whatever the engine: traceback headers and exception-like lines.
@@ -62,17 +60,19 @@ class Prefilter:
             p = _unanchor(rule.regex.pattern)
             if p in seen:
                 continue
-            try:
-                re2.compile(p.encode())
-            except re2.error as e:
-                raise UsageError(f"{rule.source}: pattern is not RE2-compatible ({e}): {p!r}") from None
+            compile_pattern(p, rule.source)  # its own error message, before the union's would name no rule
             seen.add(p)
             parts.append(p)
         opts = re2.Options()
         opts.max_mem = 256 << 20
-        # Named groups are for the Python rules; strip them so that one automaton holds everything.
+        opts.log_errors = False
+        # Named groups are for the rules; strip them so that one automaton holds everything.
         union = "|".join(f"(?:{strip_names(p)})" for p in parts)
-        self._re = re2.compile(("(?m)" + union).encode(), opts)
+        try:
+            self._re = re2.compile(("(?m)" + union).encode(), opts)
+        except re2.error:
+            raise UsageError("the rules together are too large for one RE2 automaton (256 MiB); "
+                             "simplify the patterns of the --rules files") from None
 
     def line_starts(self, data: bytes) -> list[int]:
         """Offsets in `data` of the starts of the lines that hold at least one hit, ascending, unique."""
@@ -90,6 +90,9 @@ class Prefilter:
         return out
 
 
+_GROUP_NAME = re2.compile(r"\\.|\(\?P?<\w+>")  # an escape is matched first so that `\(?P<x>` stays literal
+
+
 def strip_names(p: str) -> str:
     """RE2 and the union need no group names; several rules may use the same one."""
-    return re.sub(r"\(\?P<\w+>", "(", p)
+    return _GROUP_NAME.sub(lambda m: m.group(0) if m.group(0).startswith("\\") else "(", p)

@@ -2,20 +2,33 @@
 
 A rule file names an engine and lists rules by kind. Every rule has a `pattern` (a regular expression
 searched in the message, i.e. the line without its time/level/process prefix) and an `example`: a real log
-line it must match, which the tests check against the real logs in the corpus and fixtures. Patterns must
-also compile under RE2 (no look-arounds or back-references): all patterns together form the prefilter
-that lets bootwatch skip uninteresting lines at C speed.
+line it must match, which the tests check against the real logs in the corpus and fixtures. Patterns are
+RE2 (no look-arounds or back-references) and are matched with RE2 too, never with Python's `re`: a user's
+pattern such as `(a+)+b` backtracks for minutes in `re`, and runs in linear time in RE2. All patterns
+together also form the prefilter that lets bootwatch skip uninteresting lines at C speed.
 """
 
 from __future__ import annotations
 
-import re
+import os
+import stat
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import re2
 
 from bootwatch.errors import UsageError
+
+# A rule file is a few KiB; a limit keeps `--rules /dev/zero` or a mistyped path to a big log from eating memory.
+MAX_RULE_FILE = 1 << 20
+# Per pattern: RE2's default is 8 MiB; a pattern needing more (`(a{100}){100}`) is refused, not run.
+_OPTIONS = re2.Options()
+_OPTIONS.max_mem = 32 << 20
+_OPTIONS.log_errors = False  # its errors become our one-line message, not absl noise on stderr
 
 KINDS = ("detect", "launch", "flag", "phase", "progress", "ready", "fatal", "suspect", "detail", "benign",
          "fact", "warning", "category")
@@ -26,7 +39,7 @@ ENGINES = ("sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown")
 @dataclass(slots=True)
 class Rule:
     kind: str
-    regex: re.Pattern[str]
+    regex: re2._Regexp  # RE2, as checked: linear time whatever the pattern and the line
     source: str  # "file.toml#phase[3]", for messages and tests
     example: str | list[str] | None = None
     name: str | None = None  # phase name, fact name, warning kind, flag name, category
@@ -55,7 +68,7 @@ class EngineRules:
     def __getitem__(self, kind: str) -> list[Rule]:
         return self.rules[kind]
 
-    def all(self):
+    def all(self) -> Iterator[Rule]:
         for k in KINDS:
             yield from self.rules[k]
 
@@ -80,12 +93,13 @@ class RuleBook:
     _by_index: list[list[Rule]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        import re2
-
         from bootwatch.engines.prefilter import strip_names
 
         self.positions = {name: er.index() for name, er in self.engines.items()}
-        rset = re2.Set.SearchSet(re2.Options())
+        set_options = re2.Options()
+        set_options.max_mem = 256 << 20  # every pattern at once
+        set_options.log_errors = False
+        rset = re2.Set.SearchSet(set_options)
         where: dict[str, int] = {}
         for rule in self.all_rules():
             if rule.kind == "category":  # matched against a failure's text, never against lines
@@ -115,8 +129,8 @@ class RuleBook:
     def for_engine(self, name: str) -> EngineRules:
         return self.engines.get(name) or self.engines["unknown"]
 
-    def all_rules(self):
-        seen = set()
+    def all_rules(self) -> Iterator[Rule]:
+        seen: set[int] = set()
         for er in self.engines.values():
             for r in er.all():
                 if id(r) not in seen:
@@ -124,11 +138,46 @@ class RuleBook:
                     yield r
 
 
-def _compile(pattern: str, where: str) -> re.Pattern[str]:
+def _reason(e: Exception) -> str:
+    """RE2's error text comes as bytes in args[0]."""
+    arg = e.args[0] if e.args else e
+    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+
+
+def compile_pattern(pattern: str, where: str) -> re2._Regexp:
+    """A rule's pattern, compiled by the engine that will match it."""
     try:
-        return re.compile(pattern)
-    except re.error as e:
-        raise UsageError(f"{where}: bad pattern {pattern!r}: {e}") from None
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as e:
+        raise UsageError(f"{where}: bad pattern {pattern!r} (RE2: {_reason(e)})") from None
+
+
+_RULE_KEYS: dict[str, type | tuple[type, ...]] = {
+    "pattern": str, "example": (str, list), "name": str, "role": str, "category": str, "repeat": str,
+    "done": bool, "unless": str, "message": str, "weight": int, "levels": list, "note": str, "draft": bool,
+}
+_TOP_KEYS = {"engine", "extends", "processes", *KINDS}
+
+
+def _strings(value: Any, where: str, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{where}: `{key}` must be an array of strings")
+    return list(value)
+
+
+def _check_types(e: dict[str, Any], where: str) -> None:
+    unknown = set(e) - set(_RULE_KEYS)
+    if unknown:
+        raise UsageError(f"{where}: unknown keys {sorted(unknown)} (known: {', '.join(sorted(_RULE_KEYS))})")
+    for key, value in e.items():
+        want = _RULE_KEYS[key]
+        # TOML booleans are ints to Python: `weight = true` is a mistake, not a weight of 1.
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+            raise UsageError(f"{where}: `{key}` must be a {names.replace('str', 'string').replace('list', 'array')}")
+    for key in ("levels", "example"):
+        if isinstance(e.get(key), list):
+            _strings(e[key], where, key)
 
 
 def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules]:
@@ -139,8 +188,12 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
     name = doc.get("engine")
     if not isinstance(name, str) or not name:
         raise UsageError(f"{origin}: needs a top-level `engine = \"name\"`")
-    extends = doc.get("extends", [])
-    er = EngineRules(name, processes=[str(p) for p in doc.get("processes", [])])
+    unknown_top = set(doc) - _TOP_KEYS
+    if unknown_top:
+        raise UsageError(f"{origin}: unknown top-level keys {sorted(unknown_top)} "
+                         f"(rule kinds are: {', '.join(KINDS)})")
+    extends = _strings(doc.get("extends", []), origin, "extends")
+    er = EngineRules(name, processes=_strings(doc.get("processes", []), origin, "processes"))
     for kind in KINDS:
         entries = doc.get(kind, [])
         if not isinstance(entries, list):
@@ -149,10 +202,9 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
             where = f"{origin}#{kind}[{i}]"
             if not isinstance(e, dict) or "pattern" not in e:
                 raise UsageError(f"{where}: needs a `pattern`")
-            unknown = set(e) - {"pattern", "example", "name", "role", "category", "repeat", "done", "unless",
-                                "message", "weight", "levels", "note", "draft"}
-            if unknown:
-                raise UsageError(f"{where}: unknown keys {sorted(unknown)}")
+            _check_types(e, where)
+            if not e["pattern"]:
+                raise UsageError(f"{where}: the pattern is empty (it would match every line)")
             role = e.get("role")
             if kind == "fatal" and role not in FATAL_ROLES:
                 raise UsageError(f"{where}: role must be one of {FATAL_ROLES}")
@@ -160,12 +212,32 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     and kind != "fact":
                 raise UsageError(f"{where}: needs a `name`")
             er.rules[kind].append(Rule(
-                kind=kind, regex=_compile(e["pattern"], where), source=where, example=e.get("example"),
+                kind=kind, regex=compile_pattern(e["pattern"], where), source=where, example=e.get("example"),
                 name=e.get("name"), role=role, category=e.get("category"), repeat=e.get("repeat"),
                 done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"),
                 message=e.get("message"), weight=int(e.get("weight", 1)), levels=tuple(e.get("levels", ())),
             ))
-    return name, list(extends), er
+    return name, extends, er
+
+
+def read_rule_file(path: Path) -> str:
+    """A user's rule file: a regular file, at most MAX_RULE_FILE bytes, UTF-8."""
+    try:
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
+            # O_NONBLOCK: opening a FIFO must not wait for a writer before the check below refuses it.
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                raise UsageError(f"rule file {path}: {what}")
+            data = f.read(MAX_RULE_FILE + 1)
+    except OSError as e:
+        raise UsageError(f"cannot read rule file {path}: {e.strerror or e}") from None
+    if len(data) > MAX_RULE_FILE:
+        raise UsageError(f"rule file {path}: larger than {MAX_RULE_FILE >> 20} MiB; is it really a rule file?")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"rule file {path}: not UTF-8 text") from None
 
 
 def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
@@ -177,11 +249,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
         name, ext, er = parse_rule_file(entry.read_text("utf-8"), entry.name)
         parsed[name] = (ext, er)
     for path in extra or []:
-        try:
-            text = Path(path).read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"cannot read rule file {path}: {e}") from None
-        name, ext, er = parse_rule_file(text, str(path))
+        name, ext, er = parse_rule_file(read_rule_file(Path(path)), str(path))
         if name in parsed:
             old_ext, old = parsed[name]
             # User rules go first so that they win where rules compete.
