@@ -18,6 +18,8 @@ class Launch:
     start_line: int
     start_t: float | None
     forced_engine: bool = False
+    scores: dict[str, int] = field(default_factory=dict)  # engine -> weight of its evidence so far
+    ready_engine: str | None = None  # the engine whose rules said ready
     markers: set[str] = field(default_factory=set)  # launch rules seen (a second one = new launch)
     phases: list[Phase] = field(default_factory=list)
     begun: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (proc, rule) -> count

@@ -27,6 +27,9 @@ from bootwatch.tracker.tracebacks import EXC_LINE, TracebackAssembler, is_header
 
 # Prefix families that only one engine prints (vLLM's is also printed by SGLang's bundled vLLM code).
 _FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm"}
+_LAUNCH_WEIGHT = 3  # a launch banner names its engine
+_FMT_MAX = 2  # evidence a prefix family can give at most
+_REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
 _ALIAS = {"load_draft": "load_weights"}
 _PHASE_CATEGORY = {"download": "weights", "load_weights": "weights", "load_draft": "weights",
                    "distributed_init": "distributed", "compile": "compile", "cuda_graph": "compile",
@@ -75,6 +78,8 @@ class Tracker:
         t = launch.last_t
         launch.last_no = line.no
 
+        if not launch.forced_engine:
+            self._detect(launch, line, hits)
         if is_header(text):
             self.tb.start(line)
         elif self.tb.busy:
@@ -83,8 +88,6 @@ class Tracker:
                 self._add_candidate(launch, from_traceback(done), ev)
             if consumed:
                 return ev
-        if launch.engine == "unknown" and not launch.forced_engine:
-            self._detect(launch, line, hits)
         sel = self._select(launch, hits)
 
         benign = bool(sel.get("benign"))
@@ -125,6 +128,7 @@ class Tracker:
                 cur = self._new_launch(line, engine, ev)
             elif cur.engine == "unknown" and not cur.forced_engine:
                 cur.engine, cur.rules = engine, self.book.for_engine(engine)
+            cur.scores[engine] = cur.scores.get(engine, 0) + _LAUNCH_WEIGHT
             cur.markers.add(rule.source)
             return cur
         if cur is None:
@@ -143,17 +147,38 @@ class Tracker:
         return launch
 
     def _detect(self, launch: Launch, line: Line, hits: list[Rule]) -> None:
-        hit_ids = {id(r) for r in hits if r.kind == "detect"}
-        found = [(rule.weight, -i, engine) for i, (engine, rule) in enumerate(self.book.detect)
-                 if id(rule) in hit_ids and rule.regex.search(line.text)]
-        if found:
-            engine = max(found)[2]
-            launch.engine, launch.rules = engine, self.book.for_engine(engine)
+        """Weigh the evidence of every line (banners, argument dumps, prefixes, module paths in tracebacks):
+        the engine with the most evidence so far wins, and may still change until the launch is ready."""
+        scores = launch.scores
+        fmt_engine = _FMT_ENGINE.get(line.fmt or "")
+        if fmt_engine in self.book.engines and scores.get("fmt:" + fmt_engine, 0) < _FMT_MAX:
+            # A prefix only one engine prints counts, but a flood of prefixed lines never outweighs banners.
+            scores["fmt:" + fmt_engine] = scores.get("fmt:" + fmt_engine, 0) + 1
+            scores[fmt_engine] = scores.get(fmt_engine, 0) + 1
+        if hits:
+            hit_ids = {id(r) for r in hits if r.kind == "detect"}
+            if hit_ids:
+                for engine, rule in self.book.detect:
+                    if id(rule) in hit_ids and rule.regex.search(line.text):
+                        scores[engine] = scores.get(engine, 0) + rule.weight
+        best, weight = launch.engine, scores.get(launch.engine, 0)
+        for engine in self.book.engines:
+            if scores.get(engine, 0) > weight:
+                best, weight = engine, scores[engine]
+        if best == launch.engine:
             return
-        # No banner seen (e.g. --log-level warning): a prefix only one engine prints is enough.
-        engine = _FMT_ENGINE.get(line.fmt or "")
-        if engine in self.book.engines:
-            launch.engine, launch.rules = engine, self.book.for_engine(engine)
+        if launch.ready is not None:
+            if launch.ready_engine != "unknown" or weight < _REVOKE_WEIGHT:
+                return
+            # Readiness came from a generic uvicorn line, but this is a known engine whose readiness means
+            # more (SGLang warms up after uvicorn starts): that line was not readiness.
+            launch.ready = None
+            launch.ready_engine = None
+            if launch.phases and launch.phases[-1].name == "ready":
+                launch.phases.pop()
+                if launch.phases:
+                    launch.phases[-1].end_line = launch.phases[-1].end_t = None
+        launch.engine, launch.rules = best, self.book.for_engine(best)
 
     # ---- rule kinds --------------------------------------------------------------------------------
     def _facts(self, launch: Launch, rules: Iterable[Rule], line: Line, ev: list[Event]) -> bool:
@@ -273,6 +298,7 @@ class Tracker:
                 launch.close_phase(line.no, t)
                 launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
                 launch.ready = {"line_no": line.no, "text": line.text.strip()}
+                launch.ready_engine = launch.engine
                 self._cancel_candidates(launch, None, everything=True)
                 ev.append(Event("phase", t, {"name": "ready", "line_no": line.no, "draft": False,
                                              "text": line.text}))

@@ -1,0 +1,67 @@
+"""Engine detection from the weight of evidence over many lines, and what a generic server's readiness means."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bootwatch.analyze import analyze_path
+
+UVICORN_BIND_FAIL = """\
+INFO:     Started server process [4242]
+INFO:     Waiting for application startup.
+INFO:     Application startup complete.
+ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use
+INFO:     Waiting for application shutdown.
+INFO:     Application shutdown complete.
+"""
+
+UVICORN_READY = """\
+INFO:     Started server process [4242]
+INFO:     Waiting for application startup.
+INFO:     Application startup complete.
+INFO:     Uvicorn running on http://0.0.0.0:23333 (Press CTRL+C to quit)
+"""
+
+# SGLang at --log-level warning behind an unknown collector prefix: nothing names the engine until its warm-up
+# fails with SGLang's module paths in the traceback; uvicorn's lines were not readiness.
+SGLANG_QUIET_WARMUP_FAIL = """\
+gke-node-1 | INFO:     Started server process [77]
+gke-node-1 | INFO:     Waiting for application startup.
+gke-node-1 | INFO:     Application startup complete.
+gke-node-1 | INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)
+gke-node-1 | Traceback (most recent call last):
+gke-node-1 |   File "/usr/local/lib/python3.10/dist-packages/sglang/srt/entrypoints/http_server.py", line 990, in _wait_and_warmup
+gke-node-1 |     raise RuntimeError(res.text)
+gke-node-1 | RuntimeError: warmup request failed: CUDA error: an illegal memory access was encountered
+"""
+
+
+def report(tmp_path: Path, text: str) -> dict:
+    log = tmp_path / "s.log"
+    log.write_text(text)
+    return analyze_path(log)
+
+
+def test_plain_uvicorn_server_is_ready_once_it_listens(tmp_path: Path) -> None:
+    s = report(tmp_path, UVICORN_READY)
+    assert s["verdict"] == "ready" and s["ready"]["line_no"] == 4
+
+
+def test_plain_uvicorn_server_that_cannot_bind_failed(tmp_path: Path) -> None:
+    s = report(tmp_path, UVICORN_BIND_FAIL)
+    assert s["verdict"] == "failed", s
+    assert "[Errno 98]" in s["failure"]["text"] and s["failure"]["category"] == "port_in_use"
+
+
+def test_known_engine_evidence_overrules_generic_readiness(tmp_path: Path) -> None:
+    s = report(tmp_path, SGLANG_QUIET_WARMUP_FAIL)
+    assert s["engine"] == "sglang"
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"].startswith("RuntimeError: warmup request failed")
+
+
+def test_one_vllm_path_in_an_sglang_log_does_not_make_it_vllm(tmp_path: Path) -> None:
+    text = ("[2025-05-01 05:11:17] server_args=ServerArgs(model_path='m')\n"
+            '  File "/usr/lib/python3/site-packages/vllm/model_executor/layers/x.py", line 3, in f\n'
+            "[2025-05-01 05:11:19] Load weight begin. avail mem=78.58 GB\n")
+    assert report(tmp_path, text)["engine"] == "sglang"
