@@ -130,3 +130,36 @@ def test_report_of_many_appended_launches_reads_only_the_last(tmp_path: Path) ->
         for key in ("verdict", "engine", "engine_version", "ready", "failure", "phases", "facts", "warnings",
                     "launch_start_line", "last_line_no"):
             assert fast[key] == full[key], (tail.name, key)
+
+
+def test_utf16_log_with_bom_is_read_as_text(tmp_path: Path) -> None:
+    # PowerShell's `python -m vllm... > log.txt` writes UTF-16 LE with a BOM
+    src = (CORPUS / "sglang/docs-2025-05-no-tp0-prefix-ready.log").read_text("utf-8")
+    for enc in ("utf-16", "utf-32"):
+        log = tmp_path / f"{enc}.log"
+        log.write_bytes(src.encode(enc))
+        p = run("report", "--json", str(log))
+        assert p.returncode == 0, p.stderr
+        s = json.loads(p.stdout)
+        assert s["verdict"] == "ready" and s["engine"] == "sglang"
+        assert s["ready"]["text"] == "The server is fired up and ready to roll!"
+
+
+def test_nul_run_left_by_copytruncate_is_skipped(tmp_path: Path) -> None:
+    src = (CORPUS / "sglang/docs-2025-05-no-tp0-prefix-ready.log").read_bytes()
+    log = tmp_path / "copytruncated.log"
+    log.write_bytes(b"\x00" * 200_000 + src)
+    p = run("report", "--json", str(log))
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert s["verdict"] == "ready"
+    assert s["ready"]["line_no"] == src.count(b"\n", 0, src.index(b"fired up")) + 1
+
+
+def test_random_bytes_are_still_refused_as_binary(tmp_path: Path) -> None:
+    import random
+
+    log = tmp_path / "blob.gz"
+    log.write_bytes(random.Random(7).randbytes(100_000))
+    p = run("report", str(log))
+    assert p.returncode == 2 and "binary" in p.stderr

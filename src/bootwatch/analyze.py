@@ -19,6 +19,7 @@ from bootwatch.errors import UsageError
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import launch_starts
 from bootwatch.tracker import Event, Tracker
 
@@ -55,14 +56,19 @@ def count_lines(path: os.PathLike[str] | str, end: int) -> int:
 
 
 def looks_binary(head: bytes) -> bool:
-    """A log is text: NUL bytes or mostly control bytes mean someone pointed us at something else."""
+    """A log is text: many control bytes or invalid UTF-8 mean someone pointed us at something else. A
+    byte-order mark announces UTF-16/32 text; NUL runs (copytruncate's) are skipped before judging."""
     if not head:
         return False
-    sample = head[:65536]
-    if sample.count(b"\x00") > len(sample) // 100:
-        return True
+    if sniff(head) is not None:
+        return False
+    sample = drop_nuls(head[:65536])  # NUL runs are what copytruncate leaves: look at the bytes after them
+    if not sample:
+        return False
     ctrl = sum(1 for b in sample if b < 32 and b not in (9, 10, 13, 27)) + sample.count(b"\x7f")
-    return ctrl > len(sample) // 10
+    if ctrl > len(sample) // 10:
+        return True
+    return sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20
 
 
 class Analyzer:
@@ -83,7 +89,7 @@ class Analyzer:
         if not data:
             return []
         self.bytes_seen += len(data)
-        data = strip_ansi_bytes(data)
+        data = strip_ansi_bytes(drop_nuls(data))
         tracker = self.tracker
         starts = self.prefilter.line_starts(data)
         events: list[Event] = []
@@ -151,8 +157,9 @@ def analyze_file(f, analyzer: Analyzer, name: str, complete_only: bool = False, 
     chunker = LineChunker()
     fed = 0
     first = True
+    reader = Utf8Reader(f)
     while True:
-        block = f.read(READ_SIZE)
+        block = reader.read(READ_SIZE)
         if not block:
             break
         if first:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from bootwatch.lines.ansi import strip_ansi
 from bootwatch.lines.prefixes import parse_prefix
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.encoding import Utf8Reader
 
 MAX_GAP_S = 3600.0  # a recorded gap longer than this (clock jump, day change) is not replayed in full
 
@@ -20,7 +21,8 @@ MAX_GAP_S = 3600.0  # a recorded gap longer than this (clock jump, day change) i
 async def replay_chunks(path: str | os.PathLike[str], speed: float, year: int) -> AsyncIterator[bytes]:
     chunker = LineChunker()
     last_t: float | None = None
-    with open(path, "rb") as f:
+    with open(path, "rb") as raw_file:
+        f = Utf8Reader(raw_file)
         while True:
             block = f.read(READ_SIZE)
             data = chunker.push(block) if block else chunker.flush()
