@@ -24,16 +24,18 @@ _NAME = (
     r"|(?-i:[A-Z0-9_]*_KEY|[A-Z0-9_]*_TOKEN)|token)"
 )
 
-# --api-key X, --api-key=X, --hf-token X, --password X, --openai-key X ...
+# --api-key X, --api-key=X, --hf-token X, --password X, --openai-key X ... An API-key flag may take
+# several keys (vLLM's --api-key K1 K2, lmdeploy's --api-keys): every word up to the next flag.
+_VALUE = r"(?:\"[^\"]{0,1024}\"|'[^']{0,1024}'|[^\s\"']+)"  # bounded: a stray quote must not cost O(n²)
 _FLAG = re.compile(
-    r"(?<![\w-])(--?(?:[A-Za-z0-9]+-)*(?:api-?key|key|token|password|passwd|secret|credentials?)(?:=|\s+))"
-    r"(?!--?[A-Za-z])(\"[^\"]*\"|'[^']*'|[^\s\"']+)"
+    r"(?<![\w-])(--?(?:[A-Za-z0-9]+-)*?(?:(api-?keys?|keys)|key|token|password|passwd|secret|credential)(?:=|\s+))"
+    r"(?!--?[A-Za-z])(" + _VALUE + r"(?:\s+(?!-)" + _VALUE + r")*)"
 )
 
 # api_key='x', "api_key": "x", HF_TOKEN=x, password: x (an args dump, an env assignment, a config line)
 _ASSIGN = re.compile(
     r"(?<![\w.-])(['\"]?" + _NAME + r"['\"]?\s*(?:=|:\s*)\s*)"
-    r"(\"[^\"]*\"|'[^']*'|[^\s,;&)}\]\"']+)",
+    r"(\"[^\"]{0,1024}\"|'[^']{0,1024}'|\[[^\]]{0,1024}\]|[^\s,;&)}\]\"']+)",
     re.IGNORECASE,
 )
 _NOT_SECRET = {"none", "null", "nil", "false", "true", "", "''", '""', "*", MASK, f"'{MASK}'", f'"{MASK}"'}
@@ -47,31 +49,38 @@ _AUTH_HEADER = re.compile(
 _BEARER = re.compile(r"(?<![\w-])(bearer)\s+([A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
 
 # scheme://user:password@host
-_URL_CREDS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)([^/\s:@'\"]*):([^/\s@'\"]+)@")
+_URL_CREDS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{0,30}://)([^/\s:@'\"]*):([^/\s@'\"]+)@")
 
 # Tokens recognisable by their shape wherever they appear.
-_SHAPED: tuple[tuple[re.Pattern[str], str], ...] = (
+_SHAPED: tuple[re.Pattern[str], ...] = (
     # Hugging Face: hf_ + 34 letters and digits. Require a digit or real length so that
     # identifiers like hf_transfer or hf_hub_download stay.
-    (re.compile(r"(?<![A-Za-z0-9])hf_(?:(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,}|[A-Za-z]{24,})(?![A-Za-z0-9])"), "hf_"),
-    (re.compile(r"(?<![\w-])sk-[A-Za-z0-9_-]{8,}"), "sk-"),  # OpenAI, Anthropic (sk-ant-…), sk-proj-…
-    (re.compile(r"(?<![A-Za-z0-9])(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), "gh_"),
-    (re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), "github_pat_"),
-    (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), "xox-"),
-    (re.compile(r"(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}(?![A-Za-z0-9])"), "AKIA"),
-    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), "AIza"),
-    (re.compile(r"(?<![A-Za-z0-9])nvapi-[A-Za-z0-9_-]{16,}"), "nvapi-"),
+    re.compile(r"(?<![A-Za-z0-9])(hf_)(?:(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,}|[A-Za-z]{24,})(?![A-Za-z0-9])"),
+    re.compile(r"(?<![\w-])(sk-)[A-Za-z0-9_-]{8,}"),  # OpenAI, Anthropic (sk-ant-…), sk-proj-…
+    re.compile(r"(?<![A-Za-z0-9])(gh[pousr]_)[A-Za-z0-9]{20,}"),
+    re.compile(r"(?<![A-Za-z0-9])(github_pat_)[A-Za-z0-9_]{20,}"),
+    re.compile(r"(?<![A-Za-z0-9])(xox[abprs]-)[A-Za-z0-9-]{10,}"),
+    re.compile(r"(?<![A-Za-z0-9])(AKIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
+    re.compile(r"(?<![A-Za-z0-9])(AIza)[0-9A-Za-z_-]{35}"),
+    re.compile(r"(?<![A-Za-z0-9])(nvapi-)[A-Za-z0-9_-]{16,}"),
 )
 
 
 def _mask_value(value: str) -> str:
+    if value[:1] == "[" and value[-1:] == "]":
+        return f"[{MASK}]" if value.strip("[] ") else value
     if value[:1] in "'\"" and value[-1:] == value[:1] and len(value) >= 2:
         return value[0] + MASK + value[0]
     return MASK
 
 
 def _flag(m: re.Match[str]) -> str:
-    return m.group(1) + _mask_value(m.group(2))
+    values = m.group(3)
+    if not m.group(2):  # one value; what follows it is the command line's next word
+        first = re.match(_VALUE, values)
+        assert first is not None
+        return m.group(1) + _mask_value(first.group(0)) + values[first.end():]
+    return m.group(1) + " ".join(_mask_value(v) for v in values.split())
 
 
 def _assign(m: re.Match[str]) -> str:
@@ -90,8 +99,8 @@ def redact(s: str) -> str:
     """The text with every secret it holds replaced by `***`."""
     if not s:
         return s
-    for pattern, prefix in _SHAPED:
-        s = pattern.sub(prefix + MASK, s)
+    for pattern in _SHAPED:
+        s = pattern.sub(lambda m: m.group(1) + MASK, s)
     s = _URL_CREDS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", s)
     s = _AUTH_HEADER.sub(_auth, s)
     s = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", s)
