@@ -37,7 +37,7 @@ def make_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> 
     if sys.stdout.isatty():
         from bootwatch.sinks.live_view import LiveSink
 
-        return LiveSink([(name, a.tracker) for name, a in analyzers], source, Console(highlight=False))
+        return LiveSink([name for name, _ in analyzers], source, Console(highlight=False))
     return PlainSink(source=source)
 
 

@@ -1,4 +1,10 @@
-"""Event sinks for scripts and programs: timestamped plain lines, and JSON lines."""
+"""Event sinks for scripts and programs: timestamped plain lines, and JSON lines.
+
+Both sit at the boundary where a log's text leaves bootwatch: secrets are masked here
+(`redact`), and plain lines escape control characters (`printable`) so a log cannot drive the
+terminal. JSON needs no escaping of its own: `json.dumps` writes every control character (and
+everything beyond ASCII) as a `\\u` escape.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,26 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from bootwatch.sinks.summary_text import fmt_duration, render
+from bootwatch.sinks.summary_text import render
+from bootwatch.text import shown
+from bootwatch.text.redact import redact_obj
 from bootwatch.tracker import Event
+
+# Event kinds that exist for live views only, not for the SPEC's event stream.
+_LIVE_ONLY = ("line",)
+
+
+# ---- how sinks read an event (one place to change if events become typed) ------------------------
+def kind_of(ev: Event) -> str:
+    return ev.kind
+
+
+def field_of(ev: Event, name: str, default: Any = None) -> Any:
+    return ev.data.get(name, default)
+
+
+def event_json(ev: Event, now: float) -> dict[str, Any]:
+    return ev.to_json(now)
 
 
 def _clock(now: float) -> str:
@@ -26,54 +50,52 @@ class PlainSink:
         self._decile: dict[str, int] = {}
         self._last_progress_t: dict[str, float] = {}
 
-    def _say(self, now: float, text: str) -> None:
-        self.out.write(f"{_clock(now)}  {getattr(self, '_node', '')}{text}\n")
+    def _say(self, now: float, text: str, node: str = "") -> None:
+        tag = f"[{node}] " if node else ""
+        self.out.write(f"{_clock(now)}  {shown(tag + text)}\n")
         self.out.flush()
 
     def note(self, now: float, text: str) -> None:
-        self._node = ""
         self._say(now, text)
 
     def event(self, ev: Event, now: float) -> None:
-        d = ev.data
-        k = ev.kind
-        if d.get("node"):
-            self._node = f"[{d['node']}] "
-        else:
-            self._node = ""
+        k = kind_of(ev)
+        get = lambda name, default=None: field_of(ev, name, default)  # noqa: E731
+        node = str(get("node") or "")
         if k == "phase":
-            if d["name"] != "ready":
-                draft = " (draft model)" if d.get("draft") else ""
-                self._say(now, f"phase {d['name']}{draft}  (line {d['line_no']})")
+            if get("name") != "ready":
+                draft = " (draft model)" if get("draft") else ""
+                self._say(now, f"phase {get('name')}{draft}  (line {get('line_no')})", node)
         elif k == "progress":
-            phase = d.get("phase", "")
-            p = d.get("progress")
+            phase = get("phase", "")
+            p = get("progress")
             if p is None:
                 return
-            phase_key = f"{d.get('node', '')}/{phase}"
+            phase_key = f"{node}/{phase}"
             decile = int(p * 10)
             last_t = self._last_progress_t.get(phase_key, 0.0)
             if decile > self._decile.get(phase_key, -1) or now - last_t >= 15:
                 self._decile[phase_key] = decile
                 self._last_progress_t[phase_key] = now
-                count = f" {d['n']}/{d['total']}" if d.get("total") else ""
-                self._say(now, f"progress {phase}{count} {p * 100:.0f}%")
+                count = f" {get('n')}/{get('total')}" if get("total") else ""
+                self._say(now, f"progress {phase}{count} {p * 100:.0f}%", node)
         elif k == "warning":
-            self._say(now, f"warning {d['kind']}: {d['text']}  (line {d['line_no']})")
+            self._say(now, f"warning {get('kind')}: {get('text')}  (line {get('line_no')})", node)
         elif k == "stall":
-            self._say(now, f"stall: {d['message']}")
+            self._say(now, f"stall: {get('message')}", node)
         elif k == "ready":
-            where = f" (line {d['line_no']})" if d.get("line_no") else ""
-            self._say(now, f"READY{where}: {d.get('text', '')}")
+            where = f" (line {get('line_no')})" if get("line_no") else ""
+            self._say(now, f"READY{where}: {get('text', '')}", node)
         elif k == "failed":
-            when = "after readiness" if d.get("runtime") else "during startup"
-            self._say(now, f"FAILED {when} ({d.get('category', 'unknown')}, line {d.get('line_no')}): {d['text']}")
+            when = "after readiness" if get("runtime") else "during startup"
+            self._say(now, f"FAILED {when} ({get('category', 'unknown')}, line {get('line_no')}): {get('text')}",
+                      node)
         elif k in ("timeout", "stalled"):
-            self._say(now, f"{k.upper()}: {d.get('message', '')}")
+            self._say(now, f"{k.upper()}: {get('message', '')}", node)
         elif k == "launch":
-            self._say(now, f"a new launch starts at line {d['line_no']}")
-        elif k == "fact" and d.get("name") in ("health", "verify_latency_s"):
-            self._say(now, f"{d['name']}: {d['value']}")
+            self._say(now, f"a new launch starts at line {get('line_no')}", node)
+        elif k == "fact" and get("name") in ("health", "verify_latency_s"):
+            self._say(now, f"{get('name')}: {get('value')}", node)
 
     def close(self, summary: dict[str, Any], now: float) -> None:
         self.out.write("\n")
@@ -81,25 +103,30 @@ class PlainSink:
         self.out.flush()
 
 
-
-
-
 class JsonSink:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
 
+    def _write(self, obj: dict[str, Any]) -> None:
+        # ensure_ascii (the default) is what keeps a log's control characters out of the output.
+        self.out.write(json.dumps(redact_obj(obj), ensure_ascii=True) + "\n")
+        self.out.flush()
+
     def note(self, now: float, text: str) -> None:
         """What a source or bootwatch itself has to say (a reconnect, a launch that already ended)."""
-        self.out.write(json.dumps({"t": round(now, 3), "event": "warning", "kind": "bootwatch", "text": text}) + "\n")
-        self.out.flush()
+        self._write({"t": round(now, 3), "event": "warning", "kind": "bootwatch", "text": text})
 
     def event(self, ev: Event, now: float) -> None:
-        self.out.write(json.dumps(ev.to_json(now)) + "\n")
-        self.out.flush()
+        if kind_of(ev) not in _LIVE_ONLY:
+            self._write(event_json(ev, now))
 
     def close(self, summary: dict[str, Any], now: float) -> None:
-        self.out.write(json.dumps({"t": round(now, 3), "event": "summary", **summary}) + "\n")
-        self.out.flush()
+        self._write({"t": round(now, 3), "event": "summary", **summary})
 
 
-__all__ = ["PlainSink", "JsonSink", "fmt_duration"]
+def summary_json(summary: dict[str, Any]) -> str:
+    """The summary as one JSON line, secrets masked (for `report --json`)."""
+    return json.dumps(redact_obj(summary), ensure_ascii=True)
+
+
+__all__ = ["JsonSink", "PlainSink", "event_json", "field_of", "kind_of", "summary_json"]

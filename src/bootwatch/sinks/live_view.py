@@ -1,118 +1,365 @@
-"""The terminal view: phases done with durations, the current phase with a bar and ETA, the last line."""
+"""The terminal view: a ticking clock, the phases so far, the current one with its bar and ETA, the last
+meaningful line; at the end a READY or FAILED banner.
+
+It keeps its own small state from the events it receives (it never looks into the tracker), and
+rich redraws it on a timer: the clock moves while the server is silent, which is when a person most
+wants to see that bootwatch is still watching. Log text is stored already `shown` (secrets masked,
+controls escaped) and reaches rich only as `Text`.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.panel import Panel
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from bootwatch.sinks.summary_text import fmt_duration, render
-from bootwatch.tracker import Event, Tracker
+from bootwatch.durations import fmt_duration
+from bootwatch.sinks.events import field_of, kind_of
+from bootwatch.sinks.summary_text import render
+from bootwatch.text import shown
+from bootwatch.tracker import Event
+
+REFRESH_PER_S = 4
+KEEP_NOTES = 3
+
+
+@dataclass
+class PhaseView:
+    name: str
+    draft: bool
+    seen_at: float  # wall clock when the view learnt of it
+    t: float | None  # the event's own time (the log's clock when it has one)
+    n: int | None = None
+    total: int | None = None
+    progress: float | None = None
+    done: bool = False
+    duration: float | None = None  # once the next phase began
+    rate_from: tuple[float, int] | None = None  # (wall time, n) of its first counted step, for the ETA
+
+    @property
+    def label(self) -> str:
+        return self.name + (" (draft)" if self.draft else "")
+
+
+@dataclass
+class ServerView:
+    """What one server (or node) has said so far, from its events."""
+
+    phases: list[PhaseView] = field(default_factory=list)
+    last_line: str = ""
+    warnings: list[str] = field(default_factory=list)
+    health: str = ""
+    ready: str | None = None  # the ready line, shown
+    ready_at: float | None = None
+    failed: str | None = None  # "(category, line N): text", shown
+    failed_runtime: bool = False
+    verify: tuple[bool, float, str] | None = None  # ok, latency, error
+    end: tuple[str, str] | None = None  # ("stalled" | "timeout", message)
+
+    @property
+    def current(self) -> PhaseView | None:
+        return self.phases[-1] if self.phases else None
+
+    def apply(self, ev: Event, now: float) -> str | None:
+        """Take one event in; a note to show, if it carries one."""
+        kind = kind_of(ev)
+        get = lambda name, default=None: field_of(ev, name, default)  # noqa: E731
+        text = get("text")
+        if kind == "line" and text:
+            self.last_line = shown(text)
+        elif kind == "phase":
+            self._begin(str(get("name")), bool(get("draft")), ev.t, now)
+            if text:
+                self.last_line = shown(text)
+        elif kind == "progress":
+            cur = self.current
+            if cur is None or cur.name != get("phase"):
+                self._begin(str(get("phase")), False, ev.t, now)
+                cur = self.current
+            assert cur is not None
+            if get("progress") is not None:
+                cur.progress = float(get("progress"))
+                cur.done = cur.done or cur.progress >= 1.0
+            if get("n") is not None:
+                cur.n, cur.total = int(get("n")), get("total")
+                if cur.rate_from is None:
+                    cur.rate_from = (now, cur.n)
+        elif kind == "fact":
+            name = get("name")
+            if name == "health":
+                self.health = shown(get("value"))
+            elif name == "verify_latency_s":
+                self.verify = (bool(get("ok", True)), float(get("value") or 0.0), shown(get("error") or ""))
+        elif kind == "warning":
+            self.warnings = (self.warnings + [shown(f"warning {get('kind')}: {text}")])[-KEEP_NOTES:]
+            if text:
+                self.last_line = shown(text)
+        elif kind == "ready":
+            self.ready = shown(f"line {get('line_no')}: {text}" if get("line_no") else text or "")
+            self.ready_at = now
+        elif kind == "failed":
+            where = f"line {get('line_no')}, " if get("line_no") else ""
+            self.failed = shown(f"({where}{get('category', 'unknown')}): {text}")
+            self.failed_runtime = bool(get("runtime"))
+        elif kind == "stall":
+            return shown(get("message", ""))
+        elif kind == "launch":
+            return f"a new launch starts at line {get('line_no')}"
+        elif kind in ("stalled", "timeout"):
+            self.end = (kind, shown(get("message", "")))
+        return None
+
+    def _begin(self, name: str, draft: bool, t: float | None, now: float) -> None:
+        cur = self.current
+        if cur is not None and cur.name == name and cur.draft == draft:
+            return
+        if cur is not None and cur.duration is None:
+            cur.duration = t - cur.t if t is not None and cur.t is not None else now - cur.seen_at
+        self.phases.append(PhaseView(name, draft, now, t, done=name == "ready"))
+
+    def state(self) -> str:
+        if self.failed is not None and not self.failed_runtime:
+            return "failed"
+        if self.verify is not None and not self.verify[0]:
+            return "failed"
+        if self.ready is not None:
+            return "died" if self.failed is not None else "ready"
+        if self.end is not None:
+            return self.end[0]
+        return "starting"
+
+
+def _eta(p: PhaseView, now: float) -> str:
+    if p.n is None or not p.total or p.rate_from is None or p.n >= p.total:
+        return ""
+    t0, n0 = p.rate_from
+    if p.n <= n0 or now <= t0:
+        return ""
+    return f"ETA {fmt_duration((p.total - p.n) / ((p.n - n0) / (now - t0)))}"
+
+
+def _line(text: str, style: str = "") -> Text:
+    """One screen line of (already shown) log text: cut at the edge rather than wrapped."""
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
+def banner(view: ServerView, now: float, started: float) -> RenderableType | None:
+    """READY (the ready line, time to ready, the verify latency) or FAILED (the root-cause line)."""
+    state = view.state()
+    if state == "failed":
+        body = Text()
+        body.append("FAILED ", style="bold red")
+        if view.failed is not None:
+            body.append(view.failed)
+        elif view.verify is not None:
+            body.append(f"the model did not generate: {view.verify[2]}")
+        return Panel(body, border_style="red", expand=False)
+    if state in ("ready", "died"):
+        body = Text()
+        body.append("READY", style="bold green")
+        if view.ready_at is not None:
+            body.append(f" after {fmt_duration(view.ready_at - started)}", style="green")
+        if view.verify is not None:
+            body.append(f"   verify: one completion in {fmt_duration(view.verify[1])}", style="green")
+        body.append("\n" + (view.ready or ""))
+        if state == "died" and view.failed is not None:
+            body.append("\nafter readiness the server died ", style="bold yellow")
+            body.append(view.failed, style="yellow")
+        return Panel(body, border_style="green" if state == "ready" else "yellow", expand=False)
+    if view.end is not None:
+        return Panel(Text(f"{view.end[0].upper()}: {view.end[1]}", style="bold yellow"), border_style="yellow",
+                     expand=False)
+    return None
+
+
+class Screen:
+    """The renderable rich's Live redraws on its timer: every draw reads the wall clock."""
+
+    def __init__(self, sink: LiveSink, clock: Callable[[], float]) -> None:
+        self.sink = sink
+        self.clock = clock
+
+    def __rich__(self) -> RenderableType:
+        with self.sink.lock:
+            return self.sink.render(self.clock())
 
 
 class LiveSink:
-    def __init__(self, trackers: list[tuple[str, Tracker]], source: str, console: Console | None = None) -> None:
-        self.trackers = trackers
-        self.tracker = trackers[0][1]
+    def __init__(self, names: list[str], source: str, console: Console | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.names = names
+        self.views = {name: ServerView() for name in names}
         self.source = source
-        self.console = console or Console()
-        self.started = time.time()
+        self.console = console or Console(highlight=False)
+        self.clock = clock
+        self.started = clock()
         self.notes: list[str] = []
-        self.health = ""
-        self._rate: dict[str, tuple[float, int]] = {}  # phase -> (time first seen, n then)
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
+        self.end: tuple[str, str] | None = None  # the cluster's own stall or timeout
+        self.lock = threading.Lock()  # the refresh thread draws while the event loop updates
+        self.live = Live(Screen(self, clock), console=self.console, refresh_per_second=REFRESH_PER_S,
+                         transient=True, redirect_stdout=False, redirect_stderr=False)
         self.live.start()
 
+    @property
+    def several(self) -> bool:
+        return len(self.names) > 1
+
+    def _view(self, ev: Event) -> ServerView | None:
+        node = field_of(ev, "node")
+        if node is None:
+            return None if self.several else self.views[self.names[0]]
+        return self.views.setdefault(str(node), ServerView())
+
     def note(self, now: float, text: str) -> None:
-        self.notes = (self.notes + [text])[-3:]
+        with self.lock:
+            self.notes = (self.notes + [shown(text)])[-KEEP_NOTES:]
 
     def event(self, ev: Event, now: float) -> None:
-        if ev.kind == "progress" and ev.data.get("n") is not None:
-            self._rate.setdefault(ev.data["phase"], (now, ev.data["n"]))
-        elif ev.kind == "fact" and ev.data.get("name") == "health":
-            self.health = str(ev.data["value"])
-        elif ev.kind == "stall":
-            self.note(now, ev.data["message"])
-        self.live.update(self._render())
+        with self.lock:
+            view = self._view(ev)
+            if view is not None and kind_of(ev) == "launch":  # the same log holds a new launch: start over
+                view = self.views[str(field_of(ev, "node") or self.names[0])] = ServerView()
+            if view is None:  # the cluster's own verdicts
+                if kind_of(ev) in ("stalled", "timeout"):
+                    self.end = (kind_of(ev), shown(field_of(ev, "message", "")))
+                elif kind_of(ev) == "stall":
+                    self.notes = (self.notes + [shown(field_of(ev, "message", ""))])[-KEEP_NOTES:]
+                return
+            note = view.apply(ev, now)
+            if note:
+                prefix = f"[{field_of(ev, 'node')}] " if self.several else ""
+                self.notes = (self.notes + [shown(prefix) + note])[-KEEP_NOTES:]
+            decided = kind_of(ev) in ("ready", "failed", "stalled", "timeout")
+        if decided:
+            self.live.refresh()  # a verdict shows at once, not at the next tick
 
-    def _eta(self, name: str, n: int | None, total: int | None) -> str:
-        if n is None or not total or name not in self._rate:
-            return ""
-        t0, n0 = self._rate[name]
-        elapsed = time.time() - t0
-        if n <= n0 or elapsed <= 0:
-            return ""
-        rate = (n - n0) / elapsed
-        return f"ETA {fmt_duration((total - n) / rate)}"
+    def tick(self) -> None:
+        """Kept for callers that drove the old view; the timer redraws now."""
 
-    def _rows(self, now: float) -> Any:
+    # ---- drawing (under the lock) ------------------------------------------------------------------
+    def _head(self, now: float) -> Text:
+        head = Text(f"bootwatch  {shown(self.source)}   ", style="bold")
+        head.append(f"elapsed {fmt_duration(now - self.started)}", style="bold")
+        if not self.several:
+            view = self.views[self.names[0]]
+            if view.health:
+                head.append(f"   health: {view.health}", style="cyan")
+        return head
+
+    def _phases(self, view: ServerView, now: float) -> Table:
+        t = Table(box=None, show_header=False, pad_edge=False)
+        t.add_column(width=22, no_wrap=True)
+        t.add_column(justify="right", width=9)
+        t.add_column(width=44, no_wrap=True)
+        last = len(view.phases) - 1
+        for i, p in enumerate(view.phases):
+            if p.name == "ready":
+                t.add_row(Text("  ready", style="green"), "", Text(""))
+            elif i == last and view.state() == "starting":
+                bar: Any = ProgressBar(total=1.0, completed=p.progress or 0.0, width=24) if p.progress is not None \
+                    else Text("")
+                count = f" {p.n}/{p.total}" if p.total else ""
+                row = Table.grid()
+                row.add_row(bar, Text(f"{count} {_eta(p, now)}"))
+                t.add_row(Text("> " + p.label, style="bold cyan"), fmt_duration(now - p.seen_at), row)
+            else:
+                dur = p.duration if p.duration is not None else now - p.seen_at
+                t.add_row(Text("  " + p.label), fmt_duration(dur), Text("done" if p.done or i < last else ""))
+        return t
+
+    def _rows(self, now: float) -> Table:
         """Several nodes or servers: one row each."""
         t = Table(box=None, header_style="bold", pad_edge=False)
         for col in ("node", "phase", "progress", "last line"):
-            t.add_column(col)
-        for name, tracker in self.trackers:
-            launch = tracker.launch
-            if launch is None:
-                t.add_row(name, "waiting", "", "")
-                continue
-            cur = launch.current
-            verdict = tracker.verdict()
-            phase = verdict.upper() if verdict in ("ready", "failed") else (cur.name if cur else "start")
+            t.add_column(col, no_wrap=True)
+        for name, view in self.views.items():
+            cur = view.current
+            state = view.state()
+            if state == "starting":
+                phase, style = (cur.label if cur else "waiting"), "cyan"
+            else:
+                phase, style = state.upper(), {"ready": "green", "failed": "red"}.get(state, "yellow")
             prog = f"{cur.n}/{cur.total}" if cur is not None and cur.total else ""
-            style = {"READY": "green", "FAILED": "red"}.get(phase, "cyan")
-            t.add_row(name, Text(phase, style=style), prog, Text((launch.last_line or "")[:90], style="dim"))
+            t.add_row(Text(shown(name)), Text(phase, style=style), prog, _line(view.last_line, "dim"))
         return t
 
-    def _render(self) -> Any:
-        now = time.time()
-        if len(self.trackers) > 1:
-            head = Text(f"bootwatch  {self.source}   elapsed {fmt_duration(now - self.started)}", style="bold")
-            return Group(head, self._rows(now), *[Text(n[:200], style="yellow") for n in self.notes])
-        launch = self.tracker.launch
-        head = Text(f"bootwatch  {self.source}   elapsed {fmt_duration(now - self.started)}", style="bold")
-        if self.health:
-            head.append(f"   health: {self.health}", style="cyan")
-        parts: list[Any] = [head]
-        if launch is None:
-            parts.append(Text("waiting for the server's first line...", style="dim"))
-            return Group(*parts)
-        t = Table(box=None, show_header=False, pad_edge=False)
-        t.add_column(width=22)
-        t.add_column(justify="right", width=9)
-        t.add_column(width=44)
-        phases = launch.phases
-        for i, p in enumerate(phases):
-            name = p.name + (" (draft)" if p.draft else "")
-            current = i == len(phases) - 1 and p.end_line is None and p.name != "ready"
-            if current:
-                dur = fmt_duration(now - self.started if p.start_t is None or launch.last_t is None
-                                   else max(0.0, (launch.last_t or 0) - p.start_t))
-                prog = p.progress
-                bar: Any = ProgressBar(total=1.0, completed=prog or 0.0, width=24) if prog is not None else Text("")
-                count = f" {p.n}/{p.total}" if p.total else ""
-                row = Table.grid()
-                row.add_row(bar, Text(f"{count} {self._eta(p.name, p.n, p.total)}"))
-                t.add_row(Text("> " + name, style="bold cyan"), dur, row)
+    def render(self, now: float) -> RenderableType:
+        parts: list[RenderableType] = [self._head(now)]
+        if self.several:
+            parts.append(self._rows(now))
+            for view in self.views.values():
+                if view.state() != "starting":
+                    b = banner(view, now, self.started)
+                    if b is not None and view.state() in ("failed", "died"):
+                        parts.append(b)
+        else:
+            view = self.views[self.names[0]]
+            b = banner(view, now, self.started)
+            if b is not None:
+                parts.append(b)
+            if not view.phases:
+                parts.append(Text("waiting for the server's first line...", style="dim"))
             else:
-                t.add_row(Text("  " + name, style="green" if p.name == "ready" else ""), fmt_duration(p.duration),
-                          Text("done" if p.done or p.end_line else ""))
-        parts.append(t)
-        for w in launch.warnings[-3:]:
-            parts.append(Text(f"warning {w['kind']}: {w['text'][:150]}", style="yellow"))
-        for n in self.notes:
-            parts.append(Text(n[:200], style="yellow"))
-        if launch.last_line:
-            parts.append(Text("last: " + launch.last_line[:160], style="dim"))
+                parts.append(self._phases(view, now))
+            parts += [_line(w, "yellow") for w in view.warnings]
+        if self.end is not None:
+            parts.append(Text(f"{self.end[0].upper()}: {self.end[1]}", style="bold yellow"))
+        parts += [_line(n, "yellow") for n in self.notes]
+        if not self.several and self.views[self.names[0]].last_line:
+            parts.append(_line("last: " + self.views[self.names[0]].last_line, "dim"))
         return Group(*parts)
 
-    def tick(self) -> None:
-        self.live.update(self._render())
+    # ---- the end -----------------------------------------------------------------------------------
+    def _final_banner(self, summary: dict[str, Any], now: float) -> RenderableType | None:
+        """The banner again, once the live view is gone, with what only the summary knows."""
+        view = ServerView() if self.several else self.views[self.names[0]]
+        verdict = summary.get("verdict")
+        ready = summary.get("ready")
+        failure = summary.get("failure")
+        verify = summary.get("verify")
+        if verify:
+            view.verify = (bool(verify.get("ok")), float(verify.get("latency_s") or 0.0),
+                           shown(verify.get("error") or ""))
+        if verdict == "ready" and ready:
+            view.ready = shown(f"line {ready['line_no']}: {ready['text']}" if ready.get("line_no")
+                               else ready.get("text", ""))
+            ttr = _time_to_ready(summary)
+            view.ready_at = self.started + ttr if ttr is not None else (view.ready_at or now)
+            if not summary.get("runtime_failure"):
+                view.failed = None
+        elif verdict == "failed" and failure:
+            where = f"line {failure['line_no']}, " if failure.get("line_no") else ""
+            node = f", node {failure['node']}" if failure.get("node") else ""
+            view.failed = shown(f"({where}{failure.get('category', 'unknown')}{node}): {failure.get('text')}")
+            view.failed_runtime = False
+        elif verdict in ("stalled", "timeout") and view.end is None and self.end is not None:
+            view.end = self.end
+        return banner(view, now, self.started)
 
     def close(self, summary: dict[str, Any], now: float) -> None:
+        with self.lock:
+            final = self._final_banner(summary, now)
         self.live.stop()
+        if final is not None:
+            self.console.print(final)
         render(summary, self.source, self.console)
+
+
+def _time_to_ready(summary: dict[str, Any]) -> float | None:
+    """The launch's own time to ready: its phases before ready, when all have a duration."""
+    durations = [p.get("duration_s") for p in summary.get("phases") or [] if p.get("name") != "ready"]
+    if not durations or any(d is None for d in durations):
+        return None
+    return float(sum(durations))
+
+
+__all__ = ["LiveSink", "ServerView", "banner"]
