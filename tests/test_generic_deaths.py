@@ -52,3 +52,23 @@ def test_generic_death_without_a_reason_still_fails_an_sglang_launch(tmp_path: P
     s = report(tmp_path, "Segmentation fault (core dumped)\n", head=SGLANG_START)
     assert s["engine"] == "sglang"
     assert s["verdict"] == "failed" and s["failure"]["text"] == "Segmentation fault (core dumped)"
+
+
+@pytest.mark.parametrize(("printed", "want_no", "want_text"), [
+    (b"error: invalid argument: --no-such-flag\n", 1, "error: invalid argument: --no-such-flag"),
+    (b"bash: line 1: vllm: command not found\n", 1, "bash: line 1: vllm: command not found"),
+    (b"starting\nlast words: cannot open /models/x\n\n", 2, "last words: cannot open /models/x"),
+    (b"starting\nloading\n", 2, "process exited with code 3"),
+    (b"", None, "process exited with code 3"),
+])
+def test_a_death_no_rule_explains_names_the_last_words_or_the_exit(printed: bytes, want_no: int | None,
+                                                                    want_text: str) -> None:
+    from bootwatch.analyze import Analyzer
+
+    a = Analyzer(clock="arrival")
+    a.feed(printed, 1.0)
+    a.tracker.exited(3, None)
+    s = a.summary()
+    assert s["verdict"] == "failed"
+    assert (s["failure"]["line_no"], s["failure"]["text"]) == (want_no, want_text)
+    assert s["exit"] == {"code": 3, "signal": None}

@@ -112,6 +112,7 @@ class Analyzer:
         no += count(b"\n", pos) if pos < n else 0
         self.lines_seen += no - self.next_no
         self.next_no = no
+        self._note_tail(data, no)
         self._note_last(data, no - 1, now)
         return events
 
@@ -123,6 +124,20 @@ class Analyzer:
                 line.t = now
             out += self.tracker.feed(line)
         return out
+
+    def _note_tail(self, data: bytes, next_no: int) -> None:
+        """The last non-blank line of the chunk: what the server said last, if it dies unexplained."""
+        end = len(data)
+        no = next_no - 1 if data.endswith(b"\n") else next_no
+        while end > 0:
+            start = data.rfind(b"\n", 0, end - 1) + 1 if data[end - 1:end] == b"\n" else data.rfind(b"\n", 0, end) + 1
+            stop = end - 1 if data[end - 1:end] == b"\n" else end
+            raw = data[start:stop]
+            if raw.strip():
+                lines = self.normalizer.lines(no, raw[-4096:].decode("utf-8", "replace"))
+                self.tracker.tail = (no, lines[-1].text.strip()) if lines else None
+                return
+            end, no = start, no - 1
 
     def _note_last(self, data: bytes, last_no: int, now: float | None) -> None:
         """The log's clock at the end of the chunk, for the duration of the phase still running."""

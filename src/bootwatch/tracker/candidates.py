@@ -85,7 +85,8 @@ def same_failure_procs(chosen: Candidate, cands: list[Candidate]) -> list[str]:
 
 
 def failure_json(c: Candidate, procs: list[str]) -> dict[str, Any]:
-    d: dict[str, Any] = {"line_no": c.line_no, "text": c.text, "category": c.category or "unknown",
+    # Line 0: the server died before printing a line (nothing in the log to point at).
+    d: dict[str, Any] = {"line_no": c.line_no or None, "text": c.text, "category": c.category or "unknown",
                          "context": c.context[-15:]}
     if c.detail:
         d["detail"] = c.detail

@@ -6,6 +6,7 @@ The tracker never does I/O and never looks at the wall clock itself: live caller
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,6 +62,7 @@ class Tracker:
         self.launches = 0
         self.tb = TracebackAssembler()
         self.exit_info: dict[str, Any] | None = None
+        self.tail: tuple[int, str] | None = None  # the last non-blank line the reader saw (number, text)
         self._last_evidence_t: float | None = None
 
     # ---- input -------------------------------------------------------------------------------------
@@ -410,8 +412,7 @@ class Tracker:
         if chosen is None:
             if reason is None:
                 return
-            chosen = Candidate(launch.last_no, reason, None, "death", launch.last_no, "killed",
-                               list(launch.recent))
+            chosen = self._unexplained(launch, reason)
         if chosen.category is None or chosen.category == "unknown":
             cat = self._category(launch, chosen.text)
             if cat is None and not runtime and launch.current is not None:
@@ -439,12 +440,26 @@ class Tracker:
             self._decide(launch, ev)
         return ev
 
+    def _unexplained(self, launch: Launch, reason: str) -> Candidate:
+        """A death no rule explains: the last thing the server printed, when it reads like an error (a usage
+        message, a missing module), is the best explanation there is; otherwise how the process ended."""
+        if self.tail is not None:
+            no, text = self.tail
+            if no >= launch.start_line and _ERRORISH.search(text):
+                c = Candidate(no, text, None, "death", no, None, list(launch.recent))
+                c.detail = reason
+                return c
+        return Candidate(launch.last_no, reason, None, "death", launch.last_no, "killed", list(launch.recent))
+
     def exited(self, code: int | None, signal: int | None, reason: str | None = None) -> list[Event]:
         """The server (or a child that matters) is gone: whatever the log says, it died."""
         ev: list[Event] = []
         launch = self.launch
         if launch is None:
-            return ev
+            # It died before printing anything a rule looks at (or anything at all): still a launch that failed.
+            no, text = self.tail or (0, "")
+            launch = self._new_launch(Line(no, text, text), self.forced or "unknown", ev)
+            launch.last_no = no
         self.exit_info = {"code": code, "signal": signal}
         if reason is None:
             if signal == 9 or code in (137, -9):
@@ -534,6 +549,11 @@ class Tracker:
 
 def _str_or_none(v: Any) -> str | None:
     return None if v is None else str(v)
+
+
+# What the last words of a process that died unexplained look like when they explain it.
+_ERRORISH = re.compile(r"(?i)\b(?:error|exception|fatal|failed|failure|not found|no such|denied|invalid|"
+                       r"unrecognized|cannot|can't|unable|abort|panic)\b")
 
 
 def _looks_exception(text: str) -> bool:
