@@ -1,52 +1,245 @@
-"""Launch the server ourselves: its own session, every byte straight into the log file.
+"""Launch the server ourselves: its own session, every byte straight into the log file, and a bounded stop.
 
 The server's stdout and stderr are the log file itself (opened for append), not a pipe that bootwatch
 must drain: the log is byte for byte what the server printed, and a slow terminal or a busy bootwatch
-can never block or slow the server. Analysis follows the file behind it.
+can never block or slow the server. bootwatch reads the very file it handed the server (the same inode,
+opened once), so a logrotate that renames it does not lose the server's output.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import os
+import re
 import signal
+import stat
 import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
 from bootwatch.errors import UsageError
 
+PR_SET_PDEATHSIG = 1
+# The stop: Ctrl-C once (what a user would do), then SIGTERM, then SIGKILL; each with its grace.
+STOP_STEPS: tuple[tuple[signal.Signals, float], ...] = (
+    (signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 
+
+class Hurry(Protocol):
+    """What may cut a stop's grace short (a second Ctrl-C): see sources/interrupts.py."""
+
+    count: int
+
+    def next_request(self) -> asyncio.Event: ...
+
+
+# ---- the log file ---------------------------------------------------------------------------------
+@dataclass
+class ServerLog:
+    """The log file: the descriptor the server writes to, and one bootwatch reads from (the same file)."""
+
+    path: Path
+    write_fd: int
+    read_fd: int
+    start_offset: int
+    created: bool
+
+    @classmethod
+    def open(cls, path: Path) -> ServerLog:
+        """An existing regular file (appended to) or a new one, in a directory that exists."""
+        parent = path.parent
+        if not parent.is_dir():
+            raise UsageError(f"--log {path}: the directory {parent} does not exist")
+        existed = path.exists()
+        try:
+            # O_NONBLOCK: opening a FIFO must fail or return at once, not wait for a reader.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise UsageError(f"--log {path}: is a FIFO, not a regular file") from None
+            if e.errno == errno.EISDIR:
+                raise UsageError(f"--log {path}: is a directory, not a log file") from None
+            raise UsageError(f"--log {path}: cannot write: {e.strerror}") from None
+        return cls._complete(path, fd, created=not existed)
+
+    @classmethod
+    def create_default(cls, argv: list[str], directory: Path = Path(".")) -> ServerLog:
+        """bootwatch-<cmd>-<time>-<pid>-<random>.log, created exclusively: two runs never share one."""
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(argv[0]).name) or "server"
+        for _ in range(20):
+            path = directory / (f"bootwatch-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-"
+                                f"{os.urandom(3).hex()}.log")
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise UsageError(f"cannot create a log file in {directory.resolve()}: {e.strerror} "
+                                 "(give one with --log)") from None
+            return cls._complete(path, fd, created=True)
+        raise UsageError(f"cannot create a log file with a new name in {directory.resolve()} (give one with --log)")
+
+    @classmethod
+    def _complete(cls, path: Path, fd: int, created: bool) -> ServerLog:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            kind = "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file"
+            raise UsageError(f"--log {path}: is {kind}; the log must be a regular file")
+        os.set_blocking(fd, True)
+        try:
+            # /proc/self/fd reopens the open file itself, never whatever is at the path by now.
+            read_fd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            read_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            rs = os.fstat(read_fd)
+            if (rs.st_dev, rs.st_ino) != (st.st_dev, st.st_ino):
+                os.close(read_fd)
+                os.close(fd)
+                raise UsageError(f"--log {path}: the file was replaced while it was opened") from None
+        return cls(path, fd, read_fd, st.st_size, created)
+
+    def size(self) -> int:
+        """How much the server has written, in the file it writes (not whatever is at the path now)."""
+        try:
+            return os.fstat(self.read_fd).st_size
+        except OSError:
+            return 0
+
+    def close_write(self) -> None:
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def close(self) -> None:
+        self.close_write()
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+            self.read_fd = -1
+
+    def discard(self) -> None:
+        """The server never started: a log file we created and nobody wrote to goes away."""
+        with contextlib.suppress(OSError):
+            if self.created and os.fstat(self.read_fd).st_size == 0:
+                self.path.unlink()
+        self.close()
+
+
+# ---- children that die with bootwatch -------------------------------------------------------------
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A preexec hook: the child gets `sig` when bootwatch dies, even by SIGKILL (prctl PR_SET_PDEATHSIG).
+    Only the child itself; its group is the guard's job (bootwatch/guard.py)."""
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl  # resolved here: the forked child only calls it
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # bootwatch died before the prctl took hold
+            os.kill(os.getpid(), sig)
+
+    return hook
+
+
+# ---- stopping a process group ---------------------------------------------------------------------
+@dataclass
+class Group:
+    """A process group we started (leader pid = pgid) and the members seen to leave it (setsid)."""
+
+    pgid: int
+    seen: dict[int, psutil.Process] = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        try:
+            os.killpg(self.pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+    def outside(self) -> list[psutil.Process]:
+        """Descendants seen earlier that are now in another process group (a daemon that called setsid)."""
+        out = []
+        for p in self.seen.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) != self.pgid:
+                    out.append(p)
+            except (psutil.Error, ProcessLookupError):
+                continue
+        return out
+
+    def signal(self, sig: int) -> None:
+        """Once to the group; individually only to members that left it (a group member must not get a
+        Ctrl-C twice: llama-server takes the second as "terminate immediately")."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+        for p in self.outside():
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+
+    async def stop(self, reaped: Callable[[], bool], hurry: Hurry | None = None,
+                   steps: tuple[tuple[signal.Signals, float], ...] = STOP_STEPS) -> None:
+        """Each step's signal, then its grace, until the leader is reaped and nothing of the group is left.
+        A further stop request (`hurry`) skips to the next step at once."""
+        loop = asyncio.get_running_loop()
+
+        def gone() -> bool:
+            return reaped() and not self.alive() and not self.outside()
+
+        i = max(0, hurry.count - 1) if hurry is not None else 0  # signals that came before we began
+        i = min(i, len(steps) - 1)
+        while i < len(steps) and not gone():
+            sig, grace = steps[i]
+            self.signal(sig)
+            deadline = loop.time() + grace
+            nudge = hurry.next_request() if hurry is not None else asyncio.Event()
+            while loop.time() < deadline and not gone() and not nudge.is_set():
+                await asyncio.sleep(0.05)
+            i += 1
+
+
+# ---- the server -----------------------------------------------------------------------------------
 class ServerProcess:
-    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], log: ServerLog, env: dict[str, str] | None = None,
+                 die_with_bootwatch: bool = True) -> None:
         self.argv = argv
-        self.log_path = log_path
+        self.log = log
+        self.log_path = log.path
         self.env = env
+        self.die_with_bootwatch = die_with_bootwatch  # not when it must outlive us (--detach, --keep)
         self.proc: subprocess.Popen[bytes] | None = None
-        self.start_offset = 0
+        self.start_offset = log.start_offset
         self.returncode: int | None = None
+        self.group: Group | None = None
 
     def start(self) -> None:
         env = dict(os.environ if self.env is None else self.env)
         # Python servers block-buffer stdout when it is a file; the log would lag by kilobytes.
         env.setdefault("PYTHONUNBUFFERED", "1")
+        hook = die_with_parent() if self.die_with_bootwatch else None
+        fd = self.log.write_fd
         try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        except OSError as e:
-            raise UsageError(f"cannot write the log file {self.log_path}: {e.strerror}") from None
-        try:
-            self.start_offset = os.fstat(fd).st_size
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env,
-                                         start_new_session=True, close_fds=True)
+                                         start_new_session=True, close_fds=True, preexec_fn=hook)
         except FileNotFoundError:
             raise UsageError(f"command not found: {self.argv[0]}") from None
         except PermissionError:
             raise UsageError(f"cannot execute: {self.argv[0]}") from None
+        except OSError as e:
+            raise UsageError(f"cannot start {self.argv[0]}: {e.strerror}") from None
         finally:
-            os.close(fd)
+            self.log.close_write()  # the server holds it now; ours would keep the file open for nothing
+        self.group = Group(self.proc.pid)
 
     @property
     def pid(self) -> int:
@@ -60,55 +253,39 @@ class ServerProcess:
             self.returncode = self.proc.poll()
         return self.returncode
 
+    def log_size(self) -> int:
+        return self.log.size()
+
     def tree(self) -> list[psutil.Process]:
-        """The server and all its descendants (those still alive)."""
+        """The server and all its descendants (those still alive). Each one seen is remembered: a stop
+        reaches it even after it left the group."""
         try:
             root = psutil.Process(self.pid)
-            return [root, *root.children(recursive=True)]
+            found = [root, *root.children(recursive=True)]
         except psutil.Error:
             return []
+        if self.group is not None:
+            for p in found[1:]:
+                self.group.seen.setdefault(p.pid, p)
+        return found
 
     def group_alive(self) -> bool:
-        try:
-            os.killpg(self.pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
+        return self.group is not None and self.group.alive()
 
-    def _signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
-
-    async def stop(self, grace_s: float = 10.0) -> int | None:
-        """SIGINT, then SIGTERM, then SIGKILL to the whole group: no orphan is left behind."""
-        if self.proc is None:
+    async def stop(self, hurry: Hurry | None = None,
+                   steps: tuple[tuple[signal.Signals, float], ...] = STOP_STEPS) -> int | None:
+        """SIGINT, then SIGTERM, then SIGKILL to the whole group, each with its grace: no orphan is left."""
+        if self.proc is None or self.group is None:
             return None
-        members = self.tree()
-        for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            if self.poll() is not None and not self.group_alive() and not _any_alive(members):
-                break
-            self._signal_group(sig)
-            for p in members:  # children that left the group (setsid) still belong to us
-                with contextlib.suppress(psutil.Error):
-                    p.send_signal(sig)
-            deadline = asyncio.get_running_loop().time() + wait
-            while asyncio.get_running_loop().time() < deadline:
-                if self.poll() is not None and not self.group_alive() and not _any_alive(members):
-                    break
-                await asyncio.sleep(0.05)
+        self.tree()
+        await self.group.stop(lambda: self.poll() is not None, hurry, steps)
         return self.poll()
 
 
-def _any_alive(procs: list[psutil.Process]) -> bool:
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.Error:
-            continue
-    return False
+async def stop_process_group(proc: asyncio.subprocess.Process, hurry: Hurry | None = None,
+                             steps: tuple[tuple[signal.Signals, float], ...] = STOP_STEPS) -> None:
+    """The same bounded stop for a process started with its own group (the --then command)."""
+    await Group(proc.pid).stop(lambda: proc.returncode is not None, hurry, steps)
 
 
 def describe_exit(code: int | None) -> tuple[int | None, int | None]:

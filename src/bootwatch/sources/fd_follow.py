@@ -1,0 +1,79 @@
+"""Follow a file that is already open, as it grows: the log `run` handed its server.
+
+Whatever happens at the path (logrotate renames the file and creates a new one, someone deletes it), the
+server keeps writing to the file it was given, and so this reads that same file, never reopening anything
+by path. inotify on the open file (through /proc/self/fd, so on the inode, not on the name) wakes the
+reader within milliseconds; a periodic fstat is the truth where no event arrives. Only complete lines are
+handed on, as FileFollower does; a copytruncate (the file cut to zero in place) starts over at its start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+
+from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.waiting import wait_event
+
+POLL_S = 1.0  # the fstat poll when no inotify event arrives
+
+
+class FdFollower:
+    """`chunks()` yields complete-line chunks read from `fd` from `start` on; `offset` is how far it read.
+    The descriptor stays the caller's: close() stops following, it does not close `fd`."""
+
+    def __init__(self, fd: int, start: int = 0, poll_s: float = POLL_S, events: bool = True) -> None:
+        self.fd = fd
+        self.offset = start
+        self.poll_s = poll_s
+        self.events = events
+        self.truncations = 0
+        self._wake = asyncio.Event()
+        self._watch_task: asyncio.Task[None] | None = None
+
+    async def _watch(self) -> None:
+        from asyncinotify import Inotify, Mask
+
+        with contextlib.suppress(OSError), Inotify() as inotify:  # no inotify (limits): the poll runs
+            inotify.add_watch(f"/proc/self/fd/{self.fd}", Mask.MODIFY | Mask.ATTRIB | Mask.CLOSE_WRITE)
+            async for _ in inotify:
+                self._wake.set()
+
+    async def _wait(self) -> None:
+        if self._watch_task is None and self.events:
+            self._watch_task = asyncio.create_task(self._watch())
+        await wait_event(self._wake, self.poll_s)
+        self._wake.clear()
+
+    def close(self) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            self._watch_task = None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Complete lines, as they arrive, forever (the caller stops iterating)."""
+        chunker = LineChunker()
+        try:
+            while True:
+                got = False
+                while True:
+                    block = os.pread(self.fd, READ_SIZE, self.offset)
+                    if not block:
+                        break
+                    got = True
+                    self.offset += len(block)
+                    out = chunker.push(block)
+                    if out:
+                        yield out
+                if os.fstat(self.fd).st_size < self.offset:
+                    # Truncated in place (copytruncate): the server's appends start again at 0.
+                    chunker = LineChunker()
+                    self.offset = 0
+                    self.truncations += 1
+                    continue
+                if not got:
+                    await self._wait()
+        finally:
+            self.close()

@@ -1,0 +1,61 @@
+"""The signals that ask bootwatch to stop, handled in one place for the whole of a live command.
+
+SIGINT (Ctrl-C), SIGTERM (a supervisor, `kill`), SIGHUP (the terminal was closed) and SIGQUIT (Ctrl-\\) all
+mean the same: stop what we started and leave, exiting 128 + the first signal's number. Each further
+signal asks the stop under way to skip to its next, harsher step (SIGINT, SIGTERM, SIGKILL of the group):
+a second Ctrl-C does not wait out the grace of the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class Interrupts:
+    """Installed on the running loop once, for as long as the loop lives (closing the loop removes it)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.loop = loop
+        self.signum: int | None = None  # the first stop signal received
+        self.count = 0  # how many have been received
+        self.fired = asyncio.Event()
+        self._next = asyncio.Event()
+
+    def request(self, signum: int) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+            self.fired.set()
+        # Everyone waiting for "the next one" wakes; later waiters wait for the one after.
+        current, self._next = self._next, asyncio.Event()
+        current.set()
+
+    def next_request(self) -> asyncio.Event:
+        """Set when the next stop signal arrives (a stop in progress skips to its next step)."""
+        return self._next
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.signum or signal.SIGINT)
+
+
+_installed: dict[int, Interrupts] = {}
+
+
+def interrupts() -> Interrupts:
+    """The running loop's Interrupts, installing its signal handlers on first use."""
+    loop = asyncio.get_running_loop()
+    key = id(loop)
+    found = _installed.get(key)
+    if found is not None and found.loop is loop:  # an id can be reused by a later loop
+        return found
+    found = Interrupts(loop)
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(ValueError, RuntimeError):  # not the main thread: signals stay as they were
+            loop.add_signal_handler(sig, found.request, sig)
+    _installed[key] = found
+    return found
