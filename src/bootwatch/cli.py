@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="give up (exit 124) when not ready after DUR (default 60m)")
         c.add_argument("--stall", type=parse_duration, default=600.0, metavar="DUR",
                        help="exit 4 after DUR of silence, longer in phases that are silent by nature (default 10m)")
-        c.add_argument("--then", metavar="CMD", help="once ready, run CMD through the shell; exit with its code")
+        c.add_argument("--then", metavar="CMD", help="once ready, run CMD through the shell; exit with its code "
+                       "(with --json its output goes to stderr and the summary, last, records it)")
 
     w = sub.add_parser("watch", help="follow a server that is starting elsewhere", description=(
         "Follow a server's log until it is ready, failed, stalled or timed out. SOURCE is a local file, "
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     rn = sub.add_parser("run", help="launch the server, keep its output in a log file, and watch it",
                         description="Launch COMMAND in its own process group with its output in a log file, "
                         "and watch it start.")
-    rn.add_argument("--log", metavar="PATH", help="log file (appended; default bootwatch-<cmd>-<time>.log)")
+    rn.add_argument("--log", metavar="PATH", help="log file, a regular file in a directory that exists (appended; "
+                    "default: a new bootwatch-<cmd>-<time>-<pid>-<random>.log here)")
     rn.add_argument("--keep", action="store_true", help="leave the server running after --then, stall or timeout")
     rn.add_argument("--detach", action="store_true", help="exit 0 once ready and leave the server running")
     live_common(rn)
@@ -138,5 +140,33 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 0
+        return _output_gone()
+    except SystemExit as e:
+        # Nothing of ours calls sys.exit once the arguments are parsed: this is rich's answer to a broken
+        # pipe (it points stdout at /dev/null and raises SystemExit(1)).
+        if e.code == 1:
+            return _output_gone()
+        raise
+    except Exception as e:  # a bug: one line and exit 2 (1 would say "the server failed")
+        if os.environ.get("BOOTWATCH_DEBUG"):
+            raise
+        from bootwatch.text import shown
+
+        print(f"bootwatch: internal error: {e.__class__.__name__}: {shown(e)} (BOOTWATCH_DEBUG=1 shows where)",
+              file=sys.stderr)
+        return 2
     return 2
+
+
+EXIT_OUTPUT_GONE = 141  # 128 + SIGPIPE: what any Unix tool whose reader left (`| head -1`) exits with
+
+
+def _output_gone() -> int:
+    """The reader of our output went away: no traceback, no more writes to stdout."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_OUTPUT_GONE
