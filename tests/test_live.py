@@ -284,6 +284,8 @@ def test_history_records_watched_startups(tmp_path: Path) -> None:
     entries = [json.loads(x) for x in p.stdout.splitlines()]
     assert [e["verdict"] for e in entries] == ["ready", "failed"]
     assert entries[0]["engine"] == "sglang" and entries[0]["model"] == "qwen/qwen2.5-0.5b-instruct"
-    assert "load_weights" in entries[0]["phases"] and entries[1]["failure"].startswith("torch.OutOfMemoryError")
+    assert "load_weights" in [ph["name"] for ph in entries[0]["phases"]]
+    assert entries[1]["root_cause"].startswith("torch.OutOfMemoryError")
+    assert [e["command"] for e in entries] == ["run", "run"] and entries[0]["time_to_ready_s"] is not None
     table = subprocess.run([*BOOTWATCH, "history"], env=env, capture_output=True, text=True, timeout=30).stdout
     assert "qwen/qwen2.5-0.5b-instruct" in table and "failed" in table

@@ -73,8 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = at once")
     live_common(rp)
 
-    h = sub.add_parser("history", help="past startups seen on this machine (by watch and run)")
-    h.add_argument("--json", action="store_true", help="one JSON object per startup")
+    h = sub.add_parser("history", help="past startups seen on this machine (by watch and run)", description=(
+        "Past startups seen by watch and run on this machine, oldest first, from the store in BOOTWATCH_HOME "
+        "(default XDG_DATA_HOME/bootwatch)/history.sqlite3."))
+    h.add_argument("--json", action="store_true", help="one JSON object per startup, with its phases")
     h.add_argument("--limit", type=int, default=50, help="the last N startups (default 50)")
     return p
 
@@ -121,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "history":
             from bootwatch.sinks import history
 
+            if args.limit < 1:
+                raise UsageError(f"--limit {args.limit}: must be at least 1")
             entries = history.load(args.limit)
             if args.json:
                 for e in entries:
-                    sys.stdout.write(json.dumps(e) + "\n")
+                    sys.stdout.write(json.dumps(e.to_json()) + "\n")
             else:
                 history.render(entries, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
             return 0

@@ -1,74 +1,80 @@
-"""The history store: one JSON line per startup watched on this machine (watch and run)."""
+"""The history sink: each startup watched by `watch` or `run` goes into the store; `history` shows them."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
+import sqlite3
+import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from bootwatch.sinks.summary_text import fmt_duration
+from bootwatch.durations import fmt_duration
+from bootwatch.errors import UsageError
+from bootwatch.store import StoredStartup, StoreError, startup_from_summary, store_path, with_store
+from bootwatch.text import printable
 
-KEEP = 1000  # entries kept when the file is compacted
-
-
-def history_path() -> Path:
-    base = os.environ.get("BOOTWATCH_HOME") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "bootwatch")
-    return Path(base) / "history.jsonl"
+_VERDICT_STYLE = {"ready": "green", "failed": "red", "stalled": "yellow", "timeout": "red", "incomplete": "yellow"}
 
 
 def record(summary: dict[str, Any], source: str, command: str) -> None:
-    """Append one startup; a failure to write history never fails the watch itself."""
-    phases = {p["name"] + ("_draft" if p.get("draft") else ""): p.get("duration_s") for p in summary.get("phases", [])
-              if p["name"] not in ("start", "ready")}
-    entry = {
-        "time": round(time.time(), 3), "command": command, "source": source, "verdict": summary.get("verdict"),
-        "engine": summary.get("engine"), "engine_version": summary.get("engine_version"),
-        "model": (summary.get("facts") or {}).get("model"), "elapsed_s": summary.get("elapsed_s"),
-        "phases": phases, "failure": (summary.get("failure") or {}).get("text"),
-        "warnings": [w["kind"] for w in summary.get("warnings") or []],
-    }
-    path = history_path()
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
-        if path.stat().st_size > KEEP * 4096:
-            lines = path.read_text("utf-8").splitlines()[-KEEP:]
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text("\n".join(lines) + "\n", "utf-8")
-            tmp.replace(path)
-
-
-def load(limit: int | None = None) -> list[dict[str, Any]]:
-    path = history_path()
-    out = []
+    """Add one startup to the store. The watch is over and its exit code decided: whatever goes wrong here
+    (a read-only home, a full disk, a store from a newer bootwatch, a summary this code did not foresee) is a
+    one-line note on stderr, never a failure of the watch."""
     try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        return []
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError):
-            out.append(json.loads(line))
-    return out[-limit:] if limit else out
+        startup = startup_from_summary(summary, source, command, time.time())
+        with_store(lambda s: s.add(startup))
+    except Exception as e:  # noqa: BLE001 - see the docstring: history never fails a watch
+        print(f"bootwatch: note: this startup was not added to the history ({_reason(e)})", file=sys.stderr)
 
 
-def render(entries: list[dict[str, Any]], console: Console) -> None:
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    if isinstance(e, sqlite3.Error | StoreError):
+        return f"{store_path()}: {e}"
+    return f"{type(e).__name__}: {e}"
+
+
+def load(limit: int) -> list[StoredStartup]:
+    """The last `limit` startups, oldest first. A store that cannot be read is a UsageError (exit 2)."""
+    try:
+        return with_store(lambda s: s.recent(limit))
+    except (OSError, sqlite3.Error, StoreError) as e:
+        raise UsageError(f"cannot read the history store ({_reason(e)})") from None
+
+
+def _text(value: object, style: str = "") -> Text:
+    # Stored text came from logs: a Text is never parsed for markup, and printable() escapes control bytes.
+    return Text("-" if value is None or value == "" else printable(str(value)), style=style)
+
+
+def _phases(s: StoredStartup) -> Text:
+    # name=4.2s with no space inside, so that the column wraps between phases, not inside one.
+    parts = [f"{'draft:' if p.draft else ''}{p.name}={fmt_duration(p.duration_s).replace(' ', '')}"
+             for p in s.phases if p.duration_s is not None and p.name not in ("start", "ready")]
+    return _text(" ".join(parts))
+
+
+def render(entries: list[StoredStartup], console: Console) -> None:
     if not entries:
-        console.print(f"no startups recorded yet ({history_path()})")
+        console.print(Text(f"no startups recorded yet ({store_path()})"))
         return
     t = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("when", "engine", "model", "outcome", "total", "phases", "source"):
-        t.add_column(col)
-    for e in entries:
-        phases = " ".join(f"{k}={fmt_duration(v)}" for k, v in (e.get("phases") or {}).items() if v is not None)
-        engine = (e.get("engine") or "?") + (f" {e['engine_version']}" if e.get("engine_version") else "")
-        t.add_row(time.strftime("%Y-%m-%d %H:%M", time.localtime(e["time"])), engine, str(e.get("model") or "-"),
-                  str(e.get("verdict")), fmt_duration(e.get("elapsed_s")), phases, str(e.get("source") or ""))
+    for col in ("when", "engine", "model", "outcome", "to ready", "phases", "source"):
+        t.add_column(col, overflow="fold")
+    # A root cause can be 2 KB; the table shows its start, --json all of it.
+    t.add_column("root cause", overflow="ellipsis", no_wrap=True, max_width=60)
+    for s in entries:
+        engine = s.engine + (f" {s.engine_version}" if s.engine_version else "")
+        outcome = s.verdict + (f" ({s.root_cause_category})" if s.root_cause_category else "")
+        took = s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
+        t.add_row(Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started_at))), _text(engine),
+                  _text(s.model), _text(outcome, _VERDICT_STYLE.get(s.verdict, "")), Text(fmt_duration(took)),
+                  _phases(s), _text(s.source), _text(s.root_cause))
     console.print(t)
+
+
+__all__ = ["load", "record", "render"]

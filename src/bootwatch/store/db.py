@@ -1,0 +1,333 @@
+"""The history store: an SQLite file (WAL, private) holding the last startups seen here and their phases.
+
+Several bootwatch processes may write at once (replicas watched in parallel, CI jobs): each startup goes in
+with its phases in one write transaction, and SQLite's locks order the writers. A file that is no database
+(garbage, cut short, a directory in its place) is moved aside once and a fresh store begins; a store that
+cannot be written (read-only, disk full) raises, and the caller decides how loud to be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from bootwatch.store.legacy import read_legacy
+from bootwatch.store.location import DB_NAME, LEGACY_NAME, ensure_dir, exclusive, home, is_regular, private_file
+from bootwatch.store.model import NAME_CAP, TEXT_CAP, Command, StoredPhase, StoredStartup, args_json, clean, key_args
+from bootwatch.store.schema import StoreTooNew, migrate
+from bootwatch.store.tx import write_transaction
+
+KEEP = 5000  # startups kept; older ones are pruned as new ones arrive
+BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another's transaction (each takes milliseconds)
+
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes; extended ones add high bits)
+
+
+class StoreError(Exception):
+    """The store cannot be used now; the message says why in a few words."""
+
+
+class CorruptStore(StoreError):
+    pass
+
+
+def is_corrupt(e: sqlite3.Error) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _CORRUPT_CODES
+
+
+class Match(StrEnum):
+    """How close the past startups `similar` found are to the one asked about."""
+
+    ARGS = "engine+model+args"
+    MODEL = "engine+model"
+    ENGINE = "engine"
+
+
+@dataclass(frozen=True)
+class Similar:
+    match: Match | None  # None: nothing at all on record
+    startups: tuple[StoredStartup, ...]
+
+
+_COLUMNS = ("id", "started_at", "ended_at", "host", "source", "command", "engine", "engine_version", "model",
+            "args", "verdict", "elapsed_s", "time_to_ready_s", "root_cause", "root_cause_category", "ready_line_no")
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM startups"
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # mode=rw: SQLite must never create the file itself (it would make it 0644); private_file made it 0600.
+    # Autocommit mode: transactions are begun explicitly (BEGIN IMMEDIATE), never implicitly by the module.
+    db = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                         isolation_level=None)
+    try:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        _wal(db)
+        db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL mode; a power cut may lose the last startup only
+        rows = db.execute("PRAGMA quick_check").fetchall()
+        if rows != [("ok",)]:
+            raise CorruptStore(f"integrity check: {rows[0][0]}")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _wal(db: sqlite3.Connection) -> None:
+    """Switch to WAL. Several processes opening a new file at once race to set it; the loser may be told
+    "locked" without the busy handler being asked, so it asks again."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as e:
+            if ("locked" not in str(e) and "busy" not in str(e)) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+class Store:
+    """An open store. Use `open_store` (or `with_store`, which also survives a corrupt file)."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path, keep: int) -> None:
+        self.db, self.path, self.keep = db, path, keep
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing ----------------------------------------------------------------------------------------
+    def add(self, startup: StoredStartup) -> int:
+        """Store one startup and its phases in one transaction; returns its id."""
+        with write_transaction(self.db):
+            new_id = self._insert(startup)
+            self._prune()
+        return new_id
+
+    def import_legacy(self, legacy: Path) -> int:
+        """Read the pre-SQLite history file into the store once, then rename it. Whether it is still there is
+        decided inside the write transaction: two processes starting at once import it once between them."""
+        with write_transaction(self.db):
+            try:
+                data = legacy.read_bytes()
+            except FileNotFoundError:
+                return 0
+            entries = sorted(read_legacy(data), key=lambda s: s.ended_at)[-self.keep:]
+            for entry in entries:
+                self._insert(entry)
+            self._prune()
+            # Renamed before the commit: no other writer can see the file once this transaction's rows exist.
+            os.replace(legacy, legacy.with_name(legacy.name + ".imported"))
+        return len(entries)
+
+    def _insert(self, s: StoredStartup) -> int:
+        cur = self.db.execute(
+            "INSERT INTO startups (started_at, ended_at, host, source, command, engine, engine_version, model, "
+            "args, verdict, elapsed_s, time_to_ready_s, root_cause, root_cause_category, ready_line_no) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (s.started_at, s.ended_at, s.host, s.source, str(s.command), s.engine, s.engine_version, s.model,
+             args_json(s.args), s.verdict, s.elapsed_s, s.time_to_ready_s, s.root_cause, s.root_cause_category,
+             s.ready_line_no))
+        new_id = cur.lastrowid
+        assert new_id is not None
+        self.db.executemany(
+            "INSERT INTO phases (startup_id, seq, name, draft, start_offset_s, duration_s, progress) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(new_id, i, p.name, int(p.draft), p.start_offset_s, p.duration_s, p.progress)
+             for i, p in enumerate(s.phases)])
+        return new_id
+
+    def _prune(self) -> None:
+        row = self.db.execute("SELECT id FROM startups ORDER BY id DESC LIMIT 1 OFFSET ?", (self.keep,)).fetchone()
+        if row is not None:
+            self.db.execute("DELETE FROM phases WHERE startup_id <= ?", (row[0],))
+            self.db.execute("DELETE FROM startups WHERE id <= ?", (row[0],))
+
+    # ---- reading ----------------------------------------------------------------------------------------
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM startups").fetchone()[0])
+
+    def recent(self, limit: int) -> list[StoredStartup]:
+        """The last `limit` startups, oldest first."""
+        return list(reversed(self._query(f"{_SELECT} ORDER BY id DESC LIMIT ?", (limit,))))
+
+    def similar(self, engine: str, model: str | None, args: dict[str, Any], host: str | None,
+                limit: int) -> Similar:
+        """Past ready startups like this one, the closest kind that exists: same engine, model and arguments;
+        else same engine and model; else same engine. `host` None looks at every host. Newest first."""
+        engine = clean(engine, NAME_CAP)
+        model = clean(model, TEXT_CAP) if model else None
+        where = "verdict = 'ready' AND engine = ?"
+        params: list[Any] = [engine]
+        if host is not None:
+            where += " AND host = ?"
+            params.append(clean(host, TEXT_CAP))
+        tiers: list[tuple[Match, str, list[Any]]] = []
+        if model is not None:
+            tiers.append((Match.ARGS, " AND model = ? AND args = ?", [model, args_json(key_args(args))]))
+            tiers.append((Match.MODEL, " AND model = ?", [model]))
+        tiers.append((Match.ENGINE, "", []))
+        for match, extra, extra_params in tiers:
+            found = self._query(f"{_SELECT} WHERE {where}{extra} ORDER BY id DESC LIMIT ?",
+                                (*params, *extra_params, limit))
+            if found:
+                return Similar(match, tuple(found))
+        return Similar(None, ())
+
+    def _query(self, sql: str, params: Iterable[Any]) -> list[StoredStartup]:
+        # One read transaction: the startups and their phases come from the same moment.
+        self.db.execute("BEGIN")
+        try:
+            rows = self.db.execute(sql, tuple(params)).fetchall()
+            phases: dict[int, list[StoredPhase]] = {}
+            ids = [r[0] for r in rows]
+            if ids:
+                marks = ", ".join("?" * len(ids))
+                for sid, name, draft, offset, duration, progress in self.db.execute(
+                        "SELECT startup_id, name, draft, start_offset_s, duration_s, progress FROM phases "
+                        f"WHERE startup_id IN ({marks}) ORDER BY startup_id, seq", ids):
+                    phases.setdefault(sid, []).append(StoredPhase(name, bool(draft), offset, duration, progress))
+        finally:
+            self.db.execute("COMMIT")
+        return [_startup(r, tuple(phases.get(r[0], ()))) for r in rows]
+
+
+def _startup(r: tuple[Any, ...], phases: tuple[StoredPhase, ...]) -> StoredStartup:
+    row = dict(zip(_COLUMNS, r, strict=True))
+    try:
+        args = json.loads(row["args"])
+    except (TypeError, ValueError):
+        args = {}
+    return StoredStartup(
+        id=row["id"], started_at=row["started_at"], ended_at=row["ended_at"], host=row["host"],
+        source=row["source"], command=Command(row["command"]), engine=row["engine"],
+        engine_version=row["engine_version"], model=row["model"], args=args if isinstance(args, dict) else {},
+        verdict=row["verdict"], elapsed_s=row["elapsed_s"], time_to_ready_s=row["time_to_ready_s"],
+        root_cause=row["root_cause"], root_cause_category=row["root_cause_category"],
+        ready_line_no=row["ready_line_no"], phases=phases)
+
+
+# ---- opening -----------------------------------------------------------------------------------------------
+def store_path(base: Path | None = None) -> Path:
+    return (base or home()) / DB_NAME
+
+
+def open_store(base: Path | None = None, keep: int = KEEP) -> Store:
+    """Open (creating if needed) the store under `base`. Raises CorruptStore for a file that is no store,
+    StoreError for one this bootwatch cannot use, sqlite3.Error or OSError when it cannot be written."""
+    base = base or home()
+    ensure_dir(base)
+    path = base / DB_NAME
+    db = _open_file(path)
+    store = Store(db, path, keep)
+    try:
+        migrate(db)
+        legacy = base / LEGACY_NAME
+        if legacy.exists():
+            store.import_legacy(legacy)
+    except StoreTooNew as e:
+        store.close()
+        raise StoreError(f"written by a newer bootwatch: {e}") from None
+    except sqlite3.DatabaseError as e:
+        store.close()
+        if is_corrupt(e):
+            raise CorruptStore(str(e)) from None
+        raise
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _open_file(path: Path) -> sqlite3.Connection:
+    for attempt in range(3):
+        if not private_file(path):
+            raise CorruptStore("not a regular file")
+        try:
+            return _connect(path)
+        except sqlite3.DatabaseError as e:
+            if is_corrupt(e):
+                raise CorruptStore(str(e)) from None
+            # Another bootwatch moved a corrupt file aside between the two steps: make the fresh one.
+            if os.path.lexists(path) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def move_aside(path: Path, reason: str, report: Callable[[str], None] = _stderr) -> Path | None:
+    """Rename a corrupt store (with its WAL) out of the way, once: under a lock, and only if it is still
+    corrupt then. Another process may have moved it already and begun a fresh one, which must stay."""
+    with exclusive(path.parent):
+        if not _still_corrupt(path):
+            return None
+        dest = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        os.rename(path, dest)
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists():  # the WAL belongs to the old file: left here, SQLite would replay it into the new one
+            os.rename(wal, dest.with_name(dest.name + "-wal"))
+        shm = path.with_name(path.name + "-shm")
+        if shm.exists():
+            os.unlink(shm)
+    report(f"bootwatch: history store {path} is corrupt ({reason}); moved aside to {dest}")
+    return dest
+
+
+def _still_corrupt(path: Path) -> bool:
+    if not os.path.lexists(path):
+        return False
+    if not is_regular(path):
+        return True
+    try:
+        _connect(path).close()
+    except CorruptStore:
+        return True
+    except sqlite3.DatabaseError as e:
+        return is_corrupt(e)
+    return False
+
+
+T = TypeVar("T")
+
+
+def with_store(op: Callable[[Store], T], base: Path | None = None, keep: int = KEEP,
+               report: Callable[[str], None] = _stderr) -> T:
+    """Run `op` on the store; a corrupt file is moved aside (and said so on stderr) and `op` runs on a fresh
+    store. Other failures (read-only, full disk, too new) propagate."""
+    base = base or home()
+    for attempt in (1, 2):
+        try:
+            with open_store(base, keep) as store:
+                try:
+                    return op(store)
+                except sqlite3.DatabaseError as e:
+                    if is_corrupt(e):
+                        raise CorruptStore(str(e)) from None
+                    raise
+        except CorruptStore as e:
+            if attempt == 2:
+                raise
+            move_aside(base / DB_NAME, str(e), report)
+    raise AssertionError("unreachable")
+
+
+__all__ = ["KEEP", "CorruptStore", "Match", "Similar", "Store", "StoreError", "move_aside", "open_store",
+           "store_path", "with_store"]
