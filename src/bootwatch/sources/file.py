@@ -1,38 +1,117 @@
-"""Follow a log file like `tail -F`: it may not exist yet, may be truncated, rotated or replaced.
+"""Follow a log file like `tail -F`: it may not exist yet, may be truncated, rewritten, rotated or replaced.
 
 New data is noticed through inotify (asyncinotify) and, as a fallback where events do not arrive (NFS,
 some container mounts), by a stat poll. Only complete lines are handed on; a partial last line waits
-for its newline. Offsets are kept per file identity so that nothing is lost or read twice.
+for its newline.
+
+A file is known by its device and inode *and* by its first bytes (up to FINGERPRINT of them, as Vector
+does): a log truncated and written again past the old offset before we look has the same inode and a
+size that never went down, and only its changed head tells that the offset we hold now points into
+another file's middle. A FIFO is read as a stream (no offsets, no seeking). What cannot be followed is
+refused with a UsageError: devices, and procfs/sysfs files, whose size the kernel does not report (a
+follower would see them "truncated" on every read and spin).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import os
-from collections.abc import AsyncIterator
+import stat
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.waiting import wait_event
 
 POLL_S = 1.0  # fallback stat poll when no file event arrives
+FINGERPRINT = 256  # bytes at the head of a file that identify it along with its inode
+
+# Filesystems whose files are made up on read: their st_size is 0 (procfs) or a page (sysfs) whatever they
+# hold, and inotify says nothing when they change.
+PSEUDO_FS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+                       "pstore", "bpf", "efivarfs", "fusectl", "binfmt_misc"})
+
+
+class Kind(enum.Enum):
+    FILE = "file"  # regular: offsets, rotation, truncation
+    STREAM = "stream"  # FIFO: read what comes, to the writer's close
+
+
+def pseudo_fs(st_dev: int) -> str | None:
+    """The type of the pseudo filesystem (procfs, sysfs, ...) that holds a file on device `st_dev`, if it is one."""
+    want = f"{os.major(st_dev)}:{os.minor(st_dev)}"
+    try:
+        text = Path("/proc/self/mountinfo").read_text("utf-8", "replace")
+    except OSError:  # not Linux, or no /proc: the follower's own guard catches a file that reads past its size
+        return None
+    for line in text.splitlines():
+        # 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw   (optional fields end at " - ")
+        fields = line.split()
+        if len(fields) > 3 and fields[2] == want and "-" in fields[3:]:
+            fstype = fields[fields.index("-", 3) + 1] if fields.index("-", 3) + 1 < len(fields) else ""
+            return fstype if fstype in PSEUDO_FS else None
+    return None
+
+
+def classify(path: str | os.PathLike[str], st: os.stat_result, follow: bool = True) -> Kind:
+    """How a file can be read, or a UsageError saying why it cannot. `follow`: for watch (followed as it
+    grows), else for report (read once to its end)."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        fs = pseudo_fs(st.st_dev) if follow else None
+        if fs is not None:
+            raise UsageError(f"{path}: a {fs} file, whose size the kernel does not report: it cannot be followed "
+                             "(`bootwatch report` reads it once)")
+        return Kind.FILE
+    if stat.S_ISFIFO(mode):
+        return Kind.STREAM
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{path}: is a directory, not a log file")
+    if stat.S_ISCHR(mode):
+        raise UsageError(f"{path}: is a character device, not a log file")
+    if stat.S_ISBLK(mode):
+        raise UsageError(f"{path}: is a block device, not a log file")
+    if stat.S_ISSOCK(mode):
+        raise UsageError(f"{path}: is a socket, not a log file (a FIFO made with mkfifo can be followed)")
+    raise UsageError(f"{path}: not a regular file or a FIFO")
+
+
+def check_path(path: str | os.PathLike[str], follow: bool = True) -> Kind | None:
+    """`classify` for a path, without opening it (opening a FIFO waits for a writer); None if it does not exist."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    return classify(path, st, follow)
 
 
 class FileFollower:
     def __init__(self, path: str | os.PathLike[str], start: int = 0, poll_s: float = POLL_S,
-                 events: bool = True) -> None:
+                 events: bool = True, note: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.start = start
         self.poll_s = poll_s
         self.events = events
+        self.note = note or (lambda text: None)
         self._wake = asyncio.Event()
         self._watch_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self.offset = 0
         self.rotations = 0
         self.truncations = 0
+        self.rewrites = 0
+        self.kind: Kind | None = None  # of the file open now
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+        self._head = b""  # the first bytes of the file as we read them: its fingerprint
+        self._restarted = False  # started over at 0 since the last wait (a second time in a row: a pseudo file)
+        self._writer_seen = False  # a FIFO: has a writer opened it since we did?
 
     async def _watch(self) -> None:
         """inotify on the file's directory (the file may not exist yet, or be replaced): no wake-up at all
@@ -51,72 +130,183 @@ class FileFollower:
     async def _wait(self) -> None:
         if self._watch_task is None and self.events:
             self._watch_task = asyncio.create_task(self._watch())
+        self._restarted = False
         await wait_event(self._wake, self.poll_s)
         self._wake.clear()
 
     def close(self) -> None:
+        """Stop watching the directory. The descriptor is the reading generator's: it closes it when it ends."""
         self._stop.set()
         if self._watch_task is not None:
             self._watch_task.cancel()
 
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd, self._ident, self._head = None, None, b""
+
+    # ---- opening -------------------------------------------------------------------------------------
+    async def _open(self) -> None:
+        """Open what is at the path, waiting for it to appear; refuse what cannot be followed."""
+        waited = False
+        while True:
+            try:
+                # O_NONBLOCK: a FIFO opens at once, writer or not (its reads then go through the event loop).
+                fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+                break
+            except FileNotFoundError:
+                if not waited:
+                    self.note(f"waiting for {self.path} to appear")
+                    waited = True
+                await self._wait()
+            except OSError as e:
+                raise UsageError(f"{self.path}: cannot open: {e.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            kind = classify(self.path, st)
+        except BaseException:
+            os.close(fd)
+            raise
+        if waited:
+            self.note(f"{self.path} appeared; following it")
+        self._fd, self._ident, self.kind = fd, (st.st_dev, st.st_ino), kind
+        if kind is Kind.STREAM:
+            self.start, self._writer_seen = 0, False
+            return
+        os.set_blocking(fd, True)  # a regular file never blocks; plain reads from here
+        self.offset = self.start if self.start <= st.st_size else 0
+        self.start = 0  # only the first file opened starts late
+        self._head = os.pread(fd, min(FINGERPRINT, self.offset), 0)
+        os.lseek(fd, self.offset, os.SEEK_SET)
+
+    # ---- regular files -------------------------------------------------------------------------------
+    def _changed(self) -> str | None:
+        """Is the open file still the one we have been reading? Looked at before each read, so that bytes
+        from a rewritten file are never taken for the continuation of the old one."""
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        if size < self.offset:
+            return "truncated"
+        if self._head and os.pread(self._fd, len(self._head), 0) != self._head:
+            return "rewritten"
+        return None
+
+    def _start_over(self, why: str) -> None:
+        assert self._fd is not None
+        if self._restarted:
+            # Started over, read, and again shorter than what was read, with no wait in between: not a log
+            # being cut but a file that reports a smaller size than it yields. Following it would spin.
+            raise UsageError(f"{self.path}: reports a size smaller than what it holds (a /proc or /sys file?): "
+                             "it cannot be followed")
+        self._restarted = True
+        if why == "truncated":
+            self.truncations += 1
+            self.note(f"{self.path} was truncated; reading it again from its start")
+        else:
+            self.rewrites += 1
+            self.note(f"{self.path} was rewritten in place (its first bytes changed); reading it again from its "
+                      "start")
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        self.offset, self._head = 0, b""
+
+    def _read(self) -> bytes:
+        assert self._fd is not None
+        block = os.read(self._fd, READ_SIZE)
+        if block and len(self._head) < FINGERPRINT and self.offset == len(self._head):
+            self._head += block[:FINGERPRINT - len(self._head)]
+        self.offset += len(block)
+        return block
+
+    def _replaced(self) -> bool:
+        """Is another file at the path now (rotated, or deleted and created again)?"""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:  # deleted, nothing new yet: the old file may still be written through its fd
+            return False
+        return (st.st_dev, st.st_ino) != self._ident
+
+    # ---- FIFOs ---------------------------------------------------------------------------------------
+    async def _readable(self) -> None:
+        assert self._fd is not None
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+        loop.add_reader(self._fd, ready.set)
+        try:
+            await ready.wait()
+        finally:
+            loop.remove_reader(self._fd)
+
+    async def _read_stream(self) -> bytes:
+        """The next bytes from the FIFO; b"" when its writer has closed it."""
+        while True:
+            assert self._fd is not None
+            try:
+                block = os.read(self._fd, READ_SIZE)
+            except BlockingIOError:
+                await self._readable()
+                continue
+            if not block and not self._writer_seen:
+                # No writer has opened it yet (a FIFO opened without waiting reads as closed): wait for one.
+                await self._readable()
+                self._writer_seen = True
+                continue
+            self._writer_seen = True
+            self.offset += len(block)
+            return block
+
+    # ---- the stream of lines -------------------------------------------------------------------------
     async def chunks(self) -> AsyncIterator[bytes]:
         """Complete lines, as they arrive, forever (the caller stops iterating)."""
-        fd: int | None = None
-        ident: tuple[int, int] | None = None
         chunker = LineChunker()
         try:
             while True:
-                if fd is None:
-                    try:
-                        fd = os.open(self.path, os.O_RDONLY)
-                    except FileNotFoundError:
-                        await self._wait()
+                if self._fd is None:
+                    await self._open()
+                if self.kind is Kind.STREAM:
+                    block = await self._read_stream()
+                    if block:
+                        out = chunker.push(block)
+                        if out:
+                            yield out
                         continue
-                    except OSError as e:
-                        from bootwatch.errors import UsageError
-
-                        raise UsageError(f"{self.path}: cannot open: {e.strerror}") from None
-                    st = os.fstat(fd)
-                    ident = (st.st_dev, st.st_ino)
-                    self.offset = self.start if self.start <= st.st_size else 0
-                    self.start = 0  # only the first file opened starts late
-                    os.lseek(fd, self.offset, os.SEEK_SET)
+                    # The writer closed the FIFO: its last line is complete. Open it again for the next writer
+                    # (a FIFO whose writer is gone reads as closed forever).
+                    tail = chunker.flush()
+                    if tail:
+                        yield tail
+                    self.note(f"{self.path}: the writer closed the FIFO; waiting for the next one")
+                    self._close_fd()
+                    continue
+                why = self._changed()
+                if why is not None:
+                    tail = chunker.flush()  # the old content's last line, complete as far as it will ever be
+                    if tail:
+                        yield tail
+                    chunker = LineChunker()
+                    self._start_over(why)
                 got = False
                 while True:
-                    block = os.read(fd, READ_SIZE)
+                    block = self._read()
                     if not block:
                         break
                     got = True
-                    self.offset += len(block)
                     out = chunker.push(block)
                     if out:
                         yield out
-                # What is at the path now: the same file, a truncated one, or a new one?
-                try:
-                    st = os.stat(self.path)
-                except FileNotFoundError:
-                    st = None
-                if st is not None and (st.st_dev, st.st_ino) != ident:
+                if self._replaced():
                     # Rotated or replaced: the old file has been read to its end; its last line is complete.
                     tail = chunker.flush()
                     if tail:
                         yield tail
-                    os.close(fd)
-                    fd, ident = None, None
-                    self.rotations += 1
-                    continue
-                if st is not None and st.st_size < self.offset:
-                    # Truncated in place (copytruncate): start over at the beginning.
                     chunker = LineChunker()
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    self.offset = 0
-                    self.truncations += 1
+                    self._close_fd()
+                    self.rotations += 1
+                    self.note(f"{self.path} was replaced (rotated?); following the new file from its start")
                     continue
                 if not got:
                     await self._wait()
         finally:
-            if fd is not None:
-                os.close(fd)
+            self._close_fd()
             self.close()
 
 
@@ -124,9 +314,13 @@ def launch_starts(path: str | os.PathLike[str], marker: Any, keep: int = 2, wind
     """Line-start offsets of the last `keep` launch markers in the file, earliest first.
 
     Reads backwards in blocks, so the cost grows with the distance from the end to those markers, not with
-    the size of the file.
+    the size of the file. Only a regular file can be read backwards: for anything else (a FIFO, which
+    opening would wait on and reading would drain) there are none.
     """
-    size = os.path.getsize(path)
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return []
+    size = st.st_size
     found: set[int] = set()
     with open(path, "rb") as f:
         end = size
