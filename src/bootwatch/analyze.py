@@ -20,7 +20,7 @@ from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
-from bootwatch.sources.file import launch_starts
+from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.tracker import Event, Tracker
 
 _book_cache: dict[tuple[str, ...], tuple[RuleBook, Prefilter]] = {}
@@ -192,11 +192,11 @@ def analyze_file(f, analyzer: Analyzer, name: str, complete_only: bool = False, 
 
 
 def open_log(path: os.PathLike[str] | str):  # noqa: ANN201
+    """A log to read once to its end: a regular file, a /proc file or a FIFO (read as a stream, to its
+    writer's close); a device is refused before it is opened."""
     p = Path(path)
-    if not p.exists():
+    if check_path(p, follow=False) is None:
         raise UsageError(f"{p}: no such file")
-    if p.is_dir():
-        raise UsageError(f"{p}: is a directory, not a log file")
     try:
         return p.open("rb")
     except OSError as e:
