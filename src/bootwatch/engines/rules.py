@@ -33,6 +33,8 @@ _OPTIONS.log_errors = False  # its errors become our one-line message, not absl 
 KINDS = ("detect", "launch", "flag", "phase", "progress", "ready", "fatal", "suspect", "detail", "benign",
          "fact", "warning", "category")
 FATAL_ROLES = ("cause", "death", "wrapper", "cause_before")
+# Rule sets that engines extend; not engines themselves.
+SHARED = ("python", "uvicorn", "ggml")
 ENGINES = ("sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown")
 
 
@@ -259,7 +261,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
             parsed[name] = (ext or ["python", "uvicorn"], er)
     engines: dict[str, EngineRules] = {}
     for name, (ext, er) in parsed.items():
-        if name in ("python", "uvicorn"):
+        if name in SHARED:
             continue
         merged = EngineRules(name)
         merged.add(er)

@@ -6,7 +6,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from bootwatch.engines.rules import EngineRules
+from bootwatch.engines.rules import EngineRules, Rule
+from bootwatch.lines import Line
 from bootwatch.tracker.candidates import Candidate
 from bootwatch.tracker.phases import Phase
 
@@ -20,6 +21,9 @@ class Launch:
     forced_engine: bool = False
     scores: dict[str, int] = field(default_factory=dict)  # engine -> weight of its evidence so far
     ready_engine: str | None = None  # the engine whose rules said ready
+    # Lines some engine's rules call evidence of failure, kept to judge them again if the engine turns out
+    # to be another one than it seemed when they were read.
+    evidence_lines: deque[tuple[Line, list[Rule]]] = field(default_factory=lambda: deque(maxlen=200))
     markers: set[str] = field(default_factory=set)  # launch rules seen (a second one = new launch)
     phases: list[Phase] = field(default_factory=list)
     begun: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (proc, rule) -> count

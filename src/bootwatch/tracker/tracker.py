@@ -31,6 +31,7 @@ _FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm"}
 _LAUNCH_WEIGHT = 3  # a launch banner names its engine
 _FMT_MAX = 2  # evidence a prefix family can give at most
 _REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
+_EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
 _ALIAS = {"load_draft": "load_weights"}
 _PHASE_CATEGORY = {"download": "weights", "load_weights": "weights", "load_draft": "weights",
                    "distributed_init": "distributed", "compile": "compile", "cuda_graph": "compile",
@@ -104,6 +105,8 @@ class Tracker:
             matched |= self._ready(launch, sel.get("ready", ()), line, t, ev)
         if not benign:
             matched |= self._evidence(launch, sel, line, t, ev)
+        if any(r.kind in _EVIDENCE_KINDS for r in hits):
+            launch.evidence_lines.append((line, hits))
         if matched or line.level in ("WARNING", "ERROR"):
             launch.last_line = line.raw
         launch.recent.append(line.raw)
@@ -181,6 +184,20 @@ class Tracker:
                 if launch.phases:
                     launch.phases[-1].end_line = launch.phases[-1].end_t = None
         launch.engine, launch.rules = best, self.book.for_engine(best)
+        self._rejudge(launch, line)
+
+    def _rejudge(self, launch: Launch, current: Line) -> None:
+        """Lines read under the engine it seemed to be: what the real engine's rules call evidence counts."""
+        if launch.ready is not None:
+            return
+        known = {c.line_no for c in launch.candidates}
+        ev: list[Event] = []  # nothing is decided here: a verdict comes from the usual places
+        for line, hits in launch.evidence_lines:
+            if line is current or line.no in known:
+                continue
+            sel = self._select(launch, hits)
+            if not sel.get("benign"):
+                self._evidence(launch, sel, line, line.t, ev)
 
     # ---- rule kinds --------------------------------------------------------------------------------
     def _facts(self, launch: Launch, rules: Iterable[Rule], line: Line, ev: list[Event]) -> bool:
