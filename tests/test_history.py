@@ -162,6 +162,24 @@ def test_history_of_nothing_and_bad_limit(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.startswith("bootwatch: --limit 0") and "Traceback" not in bad.stderr
 
 
+def record_at_once(home: Path, summary_file: Path, barrier: Path, sources: list[str]) -> list[str]:
+    """Start one recording process per source, let them all write at the same moment; their stderr."""
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", RECORD, str(summary_file), source, str(barrier)],
+                              env=env_for(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for source in sources]
+    deadline = time.monotonic() + 60
+    while len(list(barrier.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (barrier / "go").touch()
+    errs = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        errs.append(err)
+    return errs
+
+
 # ---- concurrency -------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
@@ -175,19 +193,9 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     summary_file = write_summary(tmp_path, summary_of(READY_LOG))
     expected = {f"legacy-{i}" for i in range(3)}
     for r in range(5):
-        barrier = tmp_path / f"barrier-{r}"
-        barrier.mkdir()
-        procs = [subprocess.Popen([sys.executable, "-c", RECORD, str(summary_file), f"round{r}-writer{i}",
-                                   str(barrier)], env=env_for(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for i in range(10)]
-        deadline = time.monotonic() + 60
-        while len(list(barrier.glob("ready-*"))) < 10 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        (barrier / "go").touch()
-        for proc in procs:
-            out, err = proc.communicate(timeout=60)
-            assert proc.returncode == 0 and err == "", err
-        expected |= {f"round{r}-writer{i}" for i in range(10)}
+        names = [f"round{r}-writer{i}" for i in range(10)]
+        assert record_at_once(home, summary_file, tmp_path / f"barrier-{r}", names) == [""] * 10
+        expected |= set(names)
         sources = [s for (s,) in rows(home, "SELECT source FROM startups")]
         assert sorted(sources) == sorted(expected), f"round {r}"
     per_startup = rows(home, "SELECT count(*) FROM phases GROUP BY startup_id")
@@ -228,6 +236,18 @@ def test_corrupt_store_is_moved_aside_once_and_recording_goes_on(tmp_path: Path,
     again = record_in_process(home, summary_file)  # the fresh store is fine: nothing more is said
     assert again.returncode == 0 and again.stderr == ""
     assert len(history_json(home)) == 2
+
+
+@pytest.mark.slow
+def test_writers_meeting_a_corrupt_store_at_once_move_it_aside_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    _garbage(home / "history.sqlite3")
+    names = [f"writer{i}" for i in range(10)]
+    errs = record_at_once(home, write_summary(tmp_path, summary_of(READY_LOG)), tmp_path / "barrier", names)
+    assert sum(e.count("is corrupt") for e in errs) == 1 and all("note" not in e for e in errs), errs
+    assert len([x for x in home.iterdir() if ".corrupt-" in x.name]) == 1
+    assert sorted(s for (s,) in rows(home, "SELECT source FROM startups")) == names
 
 
 def test_history_on_a_corrupt_store_says_so_and_shows_nothing(tmp_path: Path) -> None:
