@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,8 +12,13 @@ from rich.text import Text
 
 from bootwatch.durations import fmt_duration
 from bootwatch.errors import UsageError
-from bootwatch.store import StoredStartup, StoreError, startup_from_summary, store_path, with_store
 from bootwatch.text import printable
+
+if TYPE_CHECKING:
+    from bootwatch.store import StoredStartup
+
+# bootwatch.store (sqlite3 and its helpers) is imported when a startup ends, not when a watch starts: every
+# millisecond before the first line is read is lag.
 
 _VERDICT_STYLE = {"ready": "green", "failed": "red", "stalled": "yellow", "timeout": "red", "incomplete": "yellow"}
 
@@ -24,6 +28,8 @@ def record(summary: dict[str, Any], source: str, command: str) -> None:
     (a read-only home, a full disk, a store from a newer bootwatch, a summary this code did not foresee) is a
     one-line note on stderr, never a failure of the watch."""
     try:
+        from bootwatch.store import startup_from_summary, with_store
+
         startup = startup_from_summary(summary, source, command, time.time())
         with_store(lambda s: s.add(startup))
     except Exception as e:  # noqa: BLE001 - see the docstring: history never fails a watch
@@ -31,6 +37,10 @@ def record(summary: dict[str, Any], source: str, command: str) -> None:
 
 
 def _reason(e: BaseException) -> str:
+    import sqlite3
+
+    from bootwatch.store import StoreError, store_path
+
     if isinstance(e, OSError) and e.strerror:
         return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
     if isinstance(e, sqlite3.Error | StoreError):
@@ -40,6 +50,10 @@ def _reason(e: BaseException) -> str:
 
 def load(limit: int) -> list[StoredStartup]:
     """The last `limit` startups, oldest first. A store that cannot be read is a UsageError (exit 2)."""
+    import sqlite3
+
+    from bootwatch.store import StoreError, with_store
+
     try:
         return with_store(lambda s: s.recent(limit))
     except (OSError, sqlite3.Error, StoreError) as e:
@@ -59,6 +73,8 @@ def _phases(s: StoredStartup) -> Text:
 
 
 def render(entries: list[StoredStartup], console: Console) -> None:
+    from bootwatch.store import store_path
+
     if not entries:
         console.print(Text(f"no startups recorded yet ({store_path()})"))
         return
