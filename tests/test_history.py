@@ -318,13 +318,15 @@ def test_old_jsonl_is_imported_once_skipping_bad_lines(tmp_path: Path) -> None:
              json.dumps({"command": "watch"}).encode(), json.dumps(good[1]).encode()[:40], b"",
              json.dumps(good[1]).encode()]
     (home / "history.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (home / "history.jsonl").chmod(0o644)
     entries = history_json(home)
     assert [(e["source"], e["verdict"]) for e in entries] == [("/logs/0.log", "ready"), ("/logs/1.log", "failed")]
     assert entries[0]["phases"] == [
         {"name": "load_weights", "draft": False, "start_offset_s": None, "duration_s": 12.0, "progress": None},
         {"name": "cuda_graph", "draft": True, "start_offset_s": None, "duration_s": 3.0, "progress": None}]
     assert entries[1]["root_cause"] == "OSError: 401 for token hf_***"
-    assert not (home / "history.jsonl").exists() and (home / "history.jsonl.imported").exists()
+    assert not (home / "history.jsonl").exists()
+    assert stat.S_IMODE((home / "history.jsonl.imported").stat().st_mode) == 0o600  # it still holds the token
     assert len(history_json(home)) == 2  # read once: a second look imports nothing more
 
 

@@ -21,7 +21,16 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from bootwatch.store.legacy import read_legacy
-from bootwatch.store.location import DB_NAME, LEGACY_NAME, ensure_dir, exclusive, home, is_regular, private_file
+from bootwatch.store.location import (
+    DB_NAME,
+    LEGACY_NAME,
+    ensure_dir,
+    exclusive,
+    home,
+    is_regular,
+    private_file,
+    tighten,
+)
 from bootwatch.store.model import NAME_CAP, TEXT_CAP, Command, StoredPhase, StoredStartup, args_json, clean, key_args
 from bootwatch.store.schema import StoreTooNew, migrate
 from bootwatch.store.tx import write_transaction
@@ -132,7 +141,9 @@ class Store:
                 self._insert(entry)
             self._prune()
             # Renamed before the commit: no other writer can see the file once this transaction's rows exist.
-            os.replace(legacy, legacy.with_name(legacy.name + ".imported"))
+            done = legacy.with_name(legacy.name + ".imported")
+            os.replace(legacy, done)
+        tighten(done, 0o600)  # the old file was 0644 and holds its failure lines unredacted
         return len(entries)
 
     def _insert(self, s: StoredStartup) -> int:

@@ -38,12 +38,13 @@ def ensure_dir(base: Path) -> None:
             os.chmod(d, 0o700)
     if not base.is_dir():
         raise NotADirectoryError(f"{base} is not a directory")
-    if "BOOTWATCH_HOME" not in os.environ and not missing:
+    if not os.environ.get("BOOTWATCH_HOME") and not missing:
         # The default directory is ours by name: an older bootwatch made it 0755.
-        _tighten(base, 0o700)
+        tighten(base, 0o700)
 
 
-def _tighten(path: Path, mode: int) -> None:
+def tighten(path: Path, mode: int) -> None:
+    """chmod `path` to `mode` if it is ours and not so already; best effort."""
     with contextlib.suppress(OSError):
         st = path.stat()
         if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) != mode:
@@ -60,7 +61,7 @@ def private_file(path: Path) -> bool:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
             return False
-        _tighten(path, 0o600)
+        tighten(path, 0o600)
         return True
     try:
         os.fchmod(fd, 0o600)
@@ -87,4 +88,4 @@ def exclusive(base: Path) -> Iterator[None]:
         os.close(fd)
 
 
-__all__ = ["DB_NAME", "LEGACY_NAME", "ensure_dir", "exclusive", "home", "is_regular", "private_file"]
+__all__ = ["DB_NAME", "LEGACY_NAME", "ensure_dir", "exclusive", "home", "is_regular", "private_file", "tighten"]
