@@ -277,15 +277,17 @@ class FileFollower:
                     self.note(f"{self.path}: the writer closed the FIFO; waiting for the next one")
                     self._close_fd()
                     continue
-                why = self._changed()
-                if why is not None:
-                    tail = chunker.flush()  # the old content's last line, complete as far as it will ever be
-                    if tail:
-                        yield tail
-                    chunker = LineChunker()
-                    self._start_over(why)
                 got = False
                 while True:
+                    # Before every read, the time since the last one included a yield: the file may have
+                    # been cut or rewritten meanwhile.
+                    why = self._changed()
+                    if why is not None:
+                        tail = chunker.flush()  # the old content's last line, complete as far as it will ever be
+                        if tail:
+                            yield tail
+                        chunker = LineChunker()
+                        self._start_over(why)
                     block = self._read()
                     if not block:
                         break
