@@ -67,6 +67,21 @@ _ISO_WRAP = re.compile(
     r"\s(?:(?:stdout|stderr) [FP] )?"
 )
 _SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+(?:\[\d+\])?: ")
+# A launcher's own stamp and stream tag around the server's line: "[2024-12-05 01:56:09] [stderr] ", and an
+# interactive prompt's ">>> " in pasted logs.
+_STREAM_WRAP = re.compile(r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?\[(?:stdout|stderr)\] |>>> ")
+# Go servers (Ollama, LocalAI). slog: 'time=2024-07-28T14:31:48.554-04:00 level=ERROR source=sched.go:443 msg="…" k=v';
+# the standard log package: "2024/12/05 01:56:09 routes.go:1158: INFO …"; zerolog's console: " 6:36PM INF …".
+_SLOG = re.compile(
+    r"time=(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)T(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\S* "
+    r"level=(?P<level>[A-Z]+)(?: source=\S+)? msg="
+)
+_GOLOG = re.compile(
+    r"(?P<Y>\d{4})/(?P<mo>\d\d)/(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) [\w.\-]+:\d+: "
+    r"(?P<level>DEBUG|INFO|WARN|WARNING|ERROR) "
+)
+_ZEROLOG = re.compile(r" ?\d{1,2}:\d\d(?:AM|PM) (?P<level>DBG|INF|WRN|ERR|FTL|TRC) ")
+_ZEROLOG_LEVELS = {"DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL", "TRC": "DEBUG"}
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                         "Dec"), 1)}
 
@@ -118,6 +133,10 @@ def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
         if m and (not _TGI.match(text, pos) or _VLLM.match(text, m.end())):
             pos, t = m.end(), _stamp(m, year)
             continue
+        m = _STREAM_WRAP.match(text, pos)
+        if m:
+            pos = m.end()
+            continue
         m = _SYSLOG.match(text, pos)
         if m:
             mo = _MONTHS.get(text[pos:pos + 3])
@@ -133,7 +152,7 @@ def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
 def parse_prefix(text: str, year: int) -> Prefix:
     """Peel collector wrappers, process tags and one logger prefix off `text`; `year` fills in yearless stamps
     (vLLM)."""
-    pos, wrap_t = _peel_wrappers(text, year) if text[:1].isalnum() else (0, None)
+    pos, wrap_t = _peel_wrappers(text, year) if text[:1].isalnum() or text[:1] in "[>" else (0, None)
     p = _parse_from(text, pos, year)
     if p.t is None and wrap_t is not None:
         p.t = wrap_t
@@ -160,6 +179,10 @@ def _parse_from(text: str, pos: int, year: int) -> Prefix:
 
     c = text[pos : pos + 1]
     m = None
+    if c == "t" or c == " ":
+        g = _go_prefix(text, pos, year, proc)
+        if g is not None:
+            return g
     if c == "[":
         m = _SGLANG.match(text, pos)
         if m:
@@ -181,6 +204,9 @@ def _parse_from(text: str, pos: int, year: int) -> Prefix:
         if m:
             return Prefix(text[m.end():], None, _LEVELS.get(m.group("level"), m.group("level")), proc, "trtllm")
     elif c.isdigit():
+        g = _go_prefix(text, pos, year, proc)
+        if g is not None:
+            return g
         m = _TGI.match(text, pos)
         if m:
             return Prefix(text[m.end():], _stamp(m, year), _LEVELS.get(m.group("level"), m.group("level")),
@@ -209,6 +235,22 @@ def _parse_from(text: str, pos: int, year: int) -> Prefix:
         if m:
             return Prefix(text[m.end():], None, "DEBUG", proc, "uvicorn")
     return Prefix(text[pos:], None, None, proc, fmt)
+
+
+def _go_prefix(text: str, pos: int, year: int, proc: str | None) -> Prefix | None:
+    m = _SLOG.match(text, pos)
+    if m:
+        # msg stays quoted: failure texts must be the line's own text, and rules allow the quote ('^"?…').
+        return Prefix(text[m.end():], _stamp(m, year), _LEVELS.get(m.group("level"), m.group("level")),
+                      proc, "slog", _ymd(m))
+    m = _GOLOG.match(text, pos)
+    if m:
+        return Prefix(text[m.end():], _stamp(m, year), _LEVELS.get(m.group("level"), m.group("level")), proc, "golog",
+                      _ymd(m))
+    m = _ZEROLOG.match(text, pos)
+    if m:
+        return Prefix(text[m.end():], None, _ZEROLOG_LEVELS[m.group("level")], proc, "zerolog")
+    return None
 
 
 def _ymd(m: re.Match[str]) -> tuple[int, int, int] | None:
