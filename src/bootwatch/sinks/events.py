@@ -33,6 +33,11 @@ def field_of(ev: Event, name: str, default: Any = None) -> Any:
     return ev.data.get(name, default)
 
 
+def time_of(ev: Event) -> float | None:
+    """The event's own time: the log's clock when it has one, else when it arrived."""
+    return ev.t
+
+
 def event_json(ev: Event, now: float) -> dict[str, Any]:
     return ev.to_json(now)
 
@@ -60,7 +65,9 @@ class PlainSink:
 
     def event(self, ev: Event, now: float) -> None:
         k = kind_of(ev)
-        get = lambda name, default=None: field_of(ev, name, default)  # noqa: E731
+        def get(name: str, default: Any = None) -> Any:
+            return field_of(ev, name, default)
+
         node = str(get("node") or "")
         if k == "phase":
             if get("name") != "ready":
@@ -129,4 +136,4 @@ def summary_json(summary: dict[str, Any]) -> str:
     return json.dumps(redact_obj(summary), ensure_ascii=True)
 
 
-__all__ = ["JsonSink", "PlainSink", "event_json", "field_of", "kind_of", "summary_json"]
+__all__ = ["JsonSink", "PlainSink", "event_json", "field_of", "kind_of", "summary_json", "time_of"]

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bootwatch.durations import fmt_duration
-from bootwatch.sinks.events import field_of, kind_of
+from bootwatch.sinks.events import field_of, kind_of, time_of
 from bootwatch.sinks.summary_text import render
 from bootwatch.text import shown
 from bootwatch.tracker import Event
@@ -72,18 +72,23 @@ class ServerView:
     def apply(self, ev: Event, now: float) -> str | None:
         """Take one event in; a note to show, if it carries one."""
         kind = kind_of(ev)
-        get = lambda name, default=None: field_of(ev, name, default)  # noqa: E731
+        def get(name: str, default: Any = None) -> Any:
+            return field_of(ev, name, default)
+
         text = get("text")
         if kind == "line" and text:
             self.last_line = shown(text)
         elif kind == "phase":
-            self._begin(str(get("name")), bool(get("draft")), ev.t, now)
+            self._begin(str(get("name")), bool(get("draft")), time_of(ev), now)
             if text:
                 self.last_line = shown(text)
+            if get("name") == "ready" and self.ready is None:  # a catch-up snapshot has the phase, not the event
+                self.ready = shown(f"line {get('line_no')}: {text}" if text else f"line {get('line_no')}")
+                self.ready_at = now
         elif kind == "progress":
             cur = self.current
             if cur is None or cur.name != get("phase"):
-                self._begin(str(get("phase")), False, ev.t, now)
+                self._begin(str(get("phase")), False, time_of(ev), now)
                 cur = self.current
             assert cur is not None
             if get("progress") is not None:
@@ -206,7 +211,7 @@ class LiveSink:
         self.end: tuple[str, str] | None = None  # the cluster's own stall or timeout
         self.lock = threading.Lock()  # the refresh thread draws while the event loop updates
         self.live = Live(Screen(self, clock), console=self.console, refresh_per_second=REFRESH_PER_S,
-                         transient=True, redirect_stdout=False, redirect_stderr=False)
+                         transient=True)
         self.live.start()
 
     @property
@@ -241,9 +246,6 @@ class LiveSink:
             decided = kind_of(ev) in ("ready", "failed", "stalled", "timeout")
         if decided:
             self.live.refresh()  # a verdict shows at once, not at the next tick
-
-    def tick(self) -> None:
-        """Kept for callers that drove the old view; the timer redraws now."""
 
     # ---- drawing (under the lock) ------------------------------------------------------------------
     def _head(self, now: float) -> Text:
