@@ -128,4 +128,4 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
             console.print(_t(f"  line {w['line_no']}: {w['kind']}: ", "yellow") + _t(w["text"], "yellow", limit=300))
 
 
-__all__ = ["fmt_duration", "render"]  # fmt_duration lives in bootwatch.durations; re-exported for old importers
+__all__ = ["render"]
