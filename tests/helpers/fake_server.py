@@ -2,8 +2,13 @@
 and then behaves as asked (exit with a code, die by SIGKILL, hang, lose a child, serve HTTP).
 
 Usage: fake_server.py LOG [--out FILE] [--scale S] [--max-gap G] [--lines N] [--then MODE] [--port P]
-       [--early-port] [--child TITLE] [--kill-child-after-ready]
+       [--host H] [--early-port] [--child TITLE] [--daemon-child TITLE] [--kill-child-after-ready]
+       [--sigint exit|ignore|count] [--journal FILE] [--pidfile FILE]
 MODE: exit:N | kill | hang | serve
+
+Each line of LOG is written with one write() call, so what it wrote is checkable: the output is always
+the first N lines of LOG, byte for byte; --journal keeps N (written after each line: the output holds
+N or N+1 lines).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import argparse
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -57,9 +63,52 @@ class Health(BaseHTTPRequestHandler):
         pass
 
 
-def serve(port: int) -> None:
-    srv = ThreadingHTTPServer(("127.0.0.1", port), Health)
+class Health6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def serve(port: int, host: str = "127.0.0.1") -> None:
+    srv = (Health6 if ":" in host else ThreadingHTTPServer)((host, port), Health)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+
+def count_sigints(fd: int) -> None:
+    """One line per SIGINT the kernel delivered (the C handler writes a byte to the wakeup fd each time,
+    where a Python handler may run once for two), then exit a second after the first: a real server that
+    takes a second Ctrl-C as "terminate immediately" would have seen it by then."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGINT, lambda *_: None)
+
+    def reader() -> None:
+        n = 0
+        while True:
+            for b in os.read(r, 64):
+                if b == signal.SIGINT:
+                    n += 1
+                    os.write(fd, b"fake_server: SIGINT #%d\n" % n)
+                    if n == 1:
+                        threading.Timer(1.0, lambda: os._exit(0)).start()
+
+    # A real engine has threads busy on a CPU: the kernel hands a signal to one of them at once, so a second
+    # signal microseconds later is a second delivery, not merged with the first. The main thread blocks
+    # SIGINT (else the kernel prefers it, asleep); one thread spins in C, without the GIL, taking SIGINT.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    threading.Thread(target=reader, daemon=True).start()
+
+    def spin() -> None:
+        import ctypes
+
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        size = 4 << 20
+        buf = ctypes.create_string_buffer(size)
+        ctypes.memset(buf, 1, size - 1)
+        strlen = ctypes.CDLL(None).strlen
+        while True:
+            strlen(buf)
+
+    threading.Thread(target=spin, daemon=True).start()
 
 
 def main() -> int:
@@ -74,15 +123,34 @@ def main() -> int:
     ap.add_argument("--early-port", action="store_true", help="listen (answering 503) before the ready line")
     ap.add_argument("--child", help="start a child process with this title")
     ap.add_argument("--kill-child-after-ready", action="store_true")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--daemon-child", help="start a child with this title that leaves the group (setsid)")
+    ap.add_argument("--sigint", default="exit", choices=["exit", "ignore", "count"],
+                    help="count: write one line per SIGINT delivered, exit 1 s after the first")
+    ap.add_argument("--journal", help="after each line, the number of lines written so far")
+    ap.add_argument("--pidfile", help="write the pids of this server and its children here, one a line")
     a = ap.parse_args()
+    fd = os.open(a.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND) if a.out else sys.stdout.fileno()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    signal.signal(signal.SIGINT, lambda *_: os._exit(0))
-    out = open(a.out, "ab", buffering=0) if a.out else sys.stdout.buffer  # noqa: SIM115
+    if a.sigint == "exit":
+        signal.signal(signal.SIGINT, lambda *_: os._exit(0))
+    elif a.sigint == "ignore":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:
+        count_sigints(fd)
     child = None
+    kids = []
     if a.child:
         child = subprocess.Popen([a.child, "-c", "import time; time.sleep(3600)"], executable=sys.executable)
+        kids.append(child.pid)
+    if a.daemon_child:
+        kids.append(subprocess.Popen([a.daemon_child, "-c", "import time; time.sleep(3600)"], executable=sys.executable,
+                                     start_new_session=True).pid)
+    if a.pidfile:
+        with open(a.pidfile, "w") as f:
+            f.write("".join(f"{p}\n" for p in (os.getpid(), *kids)))
     if a.port and a.early_port:
-        serve(a.port)
+        serve(a.port, a.host)
     with open(a.log, "rb") as f:
         lines = f.read().split(b"\n")
     if lines and lines[-1] == b"":
@@ -90,22 +158,24 @@ def main() -> int:
     if a.lines:
         lines = lines[: a.lines]
     last = None
-    for raw in lines:
+    journal = os.open(a.journal, os.O_WRONLY | os.O_CREAT) if a.journal else None
+    for n, raw in enumerate(lines, 1):
         t = stamp(raw)
         if t is not None and last is not None and t > last:
             time.sleep(min((t - last) * a.scale, a.max_gap))
         if t is not None:
             last = t
-        out.write(raw + b"\n")
-        out.flush()
+        os.write(fd, raw + b"\n")  # one call: a kill cannot cut a line in two
+        if journal is not None:
+            os.pwrite(journal, b"%12d\n" % n, 0)
         if READY.search(raw):
             if a.port and not a.early_port:
-                serve(a.port)
+                serve(a.port, a.host)
             state["ready"] = True
     if a.port and not state["ready"] and a.then == "serve":
         state["ready"] = True
         if not a.early_port:
-            serve(a.port)
+            serve(a.port, a.host)
     if child is not None and a.kill_child_after_ready:
         time.sleep(1.0)  # a real engine process lives for a while before it dies
         child.kill()
