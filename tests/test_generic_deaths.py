@@ -68,7 +68,7 @@ def test_a_death_no_rule_explains_names_the_last_words_or_the_exit(printed: byte
     a = Analyzer(clock="arrival")
     a.feed(printed, 1.0)
     a.tracker.exited(3, None)
-    s = a.summary()
+    s = a.summary().to_json()
     assert s["verdict"] == "failed"
     assert (s["failure"]["line_no"], s["failure"]["text"]) == (want_no, want_text)
     assert s["exit"] == {"code": 3, "signal": None}

@@ -22,6 +22,8 @@ from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.tracker import Event, Tracker
+from bootwatch.tracker.summary import Summary
+from bootwatch.tracker.verdict import Verdict
 
 _book_cache: dict[tuple[str, ...], tuple[RuleBook, Prefilter]] = {}
 
@@ -156,9 +158,9 @@ class Analyzer:
     def finish(self) -> list[Event]:
         return self.tracker.finish()
 
-    def summary(self) -> dict[str, Any]:
-        s = self.tracker.summary()
-        s["lines"] = self.lines_seen
+    def summary(self, verdict: Verdict | None = None) -> Summary:
+        s = self.tracker.summary(verdict)
+        s.extra["lines"] = self.lines_seen
         return s
 
 
@@ -242,7 +244,7 @@ def analyze_path(path: os.PathLike[str] | str, engine: str | None = None,
             raise UsageError(f"{path}: read failed: {e.strerror or e}") from None
     analyzer.finish()
     s = analyzer.summary()
-    s["truncated_lines"] = truncated
+    s.extra["truncated_lines"] = truncated
     if start:
-        s["skipped_bytes"] = start  # earlier launches, not read
-    return s
+        s.extra["skipped_bytes"] = start  # earlier launches, not read
+    return s.to_json()

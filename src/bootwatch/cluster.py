@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from bootwatch.session import STALL_FACTOR, Options, Session
 from bootwatch.durations import fmt_duration
+from bootwatch.session import Options, Session
 from bootwatch.tracker import Event
+from bootwatch.tracker.verdict import Outcome, Verdict, cluster_outcome, cluster_verdict, combine, stall_state
 
 
 @dataclass
@@ -28,11 +29,8 @@ class Node:
 
 
 def worst(outcomes: list[str]) -> str:
-    """--each: ready only if all are; else the most serious outcome (a failure before a stall or timeout)."""
-    for kind in ("failed", "died", "stalled", "timeout", "incomplete"):
-        if kind in outcomes:
-            return "failed" if kind == "died" else kind
-    return "ready"
+    """--each: ready only if all are; else the most serious outcome."""
+    return combine([Outcome(o) for o in outcomes])
 
 
 class NodeSink:
@@ -63,25 +61,22 @@ class Cluster:
         return node.session._phase()
 
     def _stall(self, now: float) -> str | None:
-        if self.opts.stall_s is None:
-            return None
         waiting = [n for n in self.nodes if n.outcome is None]
         for node in waiting:
             phase = self._phase(node)
-            limit = self.opts.stall_s * STALL_FACTOR.get(phase, 1.0)
-            silent = now - node.session.last_output
-            if silent < limit / 2:
+            st = stall_state(self.opts.stall_s, phase, now - node.session.last_output)
+            if st is None or not st.warn:
                 self._stall_warned.discard(node.name)
                 continue
             others = "; ".join(f"{o.name} at {self._phase(o)}" for o in self.nodes if o is not node)
-            msg = f"{node.name} silent in {phase} for {fmt_duration(silent)}" + (f"; {others}" if others else "")
+            msg = f"{node.name} silent in {phase} for {fmt_duration(st.silent_s)}" + (f"; {others}" if others else "")
             if node.name not in self._stall_warned:
                 self._stall_warned.add(node.name)
-                self.sink.event(Event("stall", now, {"node": node.name, "phase": phase, "silent_s": round(silent, 1),
-                                                     "message": msg}), now)
-            if silent >= limit:
+                self.sink.event(Event("stall", now, {"node": node.name, "phase": phase,
+                                                     "silent_s": round(st.silent_s, 1), "message": msg}), now)
+            if st.stalled:
                 self.sink.event(Event("stalled", now, {"node": node.name, "phase": phase, "message": msg}), now)
-                return "stalled"
+                return Outcome.STALLED
         return None
 
     async def run(self) -> str:
@@ -96,16 +91,12 @@ class Cluster:
                 for node in self.nodes:
                     if node.outcome is None:
                         node.outcome = await node.session.tick(now)
-                if self.each:
-                    if all(n.outcome is not None for n in self.nodes):
-                        return worst([n.outcome or "incomplete" for n in self.nodes])
-                else:
-                    failed = [n for n in self.nodes if n.outcome in ("failed", "died")]
-                    if failed:
-                        self.failed_node = failed[0]
-                        return "failed"
-                    if self.nodes[0].outcome == "ready":
-                        return "ready"
+                decided = cluster_outcome([n.outcome for n in self.nodes], self.each)
+                if decided is not None:
+                    failed = [n for n in self.nodes if n.outcome in (Outcome.FAILED, Outcome.DIED)]
+                    self.failed_node = failed[0] if failed and not self.each else None
+                    return decided
+                if not self.each:
                     stalled = self._stall(now)
                     if stalled:
                         return stalled
@@ -113,34 +104,28 @@ class Cluster:
                     late = ", ".join(f"{n.name} in {self._phase(n)}" for n in self.nodes if n.outcome is None)
                     self.sink.event(Event("timeout", now, {"message": f"not ready after "
                                                            f"{fmt_duration(now - self.start)} ({late})"}), now)
-                    return "timeout"
+                    return Outcome.TIMEOUT
         finally:
             for node in self.nodes:
                 await node.session.stop()
 
     def summary(self, outcome: str) -> dict[str, Any]:
-        per = []
-        for node in self.nodes:
-            own = node.outcome or ("timeout" if outcome == "timeout" else "incomplete")
-            s = node.session.summary(own if own in ("ready", "failed", "stalled", "timeout", "incomplete")
-                                     else "failed" if own == "died" else own)
-            s["node"] = node.name
-            per.append(s)
+        fallback = Outcome(outcome) if outcome in (Outcome.TIMEOUT, Outcome.INTERRUPTED) else Outcome.INCOMPLETE
+        per = [node.session.summary_of(node.outcome or fallback) for node in self.nodes]
+        for node, s in zip(self.nodes, per, strict=True):
+            s.extra["node"] = node.name
+        verdict = cluster_verdict(Outcome(outcome), [s.verdict for s in per])
         if self.each:
-            head = next((s for s in per if s["verdict"] != "ready"), per[0])
-            return {**head, "verdict": outcome, "servers": per}
+            head = next((s for s in per if s.verdict is not Verdict.READY), per[0])
+            return replace(head, verdict=verdict, extra={**head.extra, "servers": [s.to_json() for s in per]}).to_json()
         # The node that failed speaks for the server (its phases, its root cause); else the first node.
-        bad = per[self.nodes.index(self.failed_node)] if outcome == "failed" and self.failed_node else None
-        head = dict(bad or per[0])
-        head["verdict"] = outcome
-        if bad is not None and self.failed_node is not None:
-            head["failure"] = {**(bad.get("failure") or {"text": "node failed", "line_no": None,
-                                                          "category": "unknown"}), "node": self.failed_node.name}
-        elif outcome != "failed":
-            head["failure"] = None
-        if outcome != "ready":
-            head["ready"] = None
-        head["nodes"] = [{"node": s["node"], "verdict": s["verdict"], "engine": s["engine"],
-                          "phase": (s["phases"][-1]["name"] if s["phases"] else None),
-                          "failure": s.get("failure")} for s in per]
-        return head
+        bad = self.failed_node
+        head = per[self.nodes.index(bad)] if bad is not None and verdict is Verdict.FAILED else per[0]
+        failure = head.failure
+        if bad is not None and verdict is Verdict.FAILED:
+            failure = {**(failure or {"text": "node failed", "line_no": None, "category": "unknown"}), "node": bad.name}
+        nodes = [{"node": n.name, "verdict": s.verdict.value, "engine": s.engine,
+                  "phase": s.phases[-1]["name"] if s.phases else None,
+                  "failure": s.failure if s.verdict is Verdict.FAILED else None}
+                 for n, s in zip(self.nodes, per, strict=True)]
+        return replace(head, verdict=verdict, failure=failure, extra={**head.extra, "nodes": nodes}).to_json()

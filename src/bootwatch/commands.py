@@ -22,7 +22,8 @@ from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.errors import UsageError
 from bootwatch.guard import Guard
 from bootwatch.probes.http import HttpProbe
-from bootwatch.session import EXIT, Options, Session
+from bootwatch.session import Options, Session
+from bootwatch.tracker.verdict import EXIT
 from bootwatch.sinks import history
 from bootwatch.sinks.events import JsonSink, PlainSink
 from bootwatch.sources.container import ContainerFollower

@@ -15,17 +15,25 @@ import psutil
 
 from bootwatch.analyze import Analyzer
 from bootwatch.probes.http import HttpProbe
-from bootwatch.durations import fmt_duration
 from bootwatch.sources.process import ServerProcess, describe_exit
 from bootwatch.tracker import Event
+from bootwatch.tracker.summary import Summary
+from bootwatch.tracker.verdict import (
+    InputEnd,
+    LogSays,
+    Notice,
+    Outcome,
+    Output,
+    Policy,
+    ProbeAnswer,
+    ProcessExit,
+    Tick,
+    VerdictMachine,
+    VerifyResult,
+    stall_state,
+)
 from bootwatch.waiting import wait_event
 
-EXIT = {"ready": 0, "stopped": 0, "failed": 1, "died": 1, "usage": 2, "incomplete": 3, "stalled": 4, "timeout": 124,
-        "interrupted": 130}
-# Minutes of silence are normal while weights download, kernels compile and the first batches warm up;
-# not while ranks rendezvous.
-STALL_FACTOR = {"download": 3.0, "load_weights": 2.0, "load_draft": 2.0, "compile": 4.0, "cuda_graph": 3.0,
-                "warmup": 4.0, "kv_cache": 2.0, "distributed_init": 1.0, "start": 1.0, "config": 1.0}
 TICK_S = 0.25  # timers only: new data, a verdict, a probe answer or the server's exit wake the loop at once
 
 
@@ -40,8 +48,16 @@ class Options:
     critical: tuple[str, ...] = ()  # process titles whose death is the server's death
     probe_required: bool = True  # the user gave the URL: it must answer 200. A URL bootwatch guessed only helps.
 
+    def policy(self, has_probe: bool, has_server: bool) -> Policy:
+        return Policy(timeout_s=self.timeout_s, stall_s=self.stall_s, verify=self.verify, replay=self.replay,
+                      follow_after_ready=self.follow_after_ready, probe_required=self.probe_required,
+                      has_probe=has_probe, has_server=has_server)
+
 
 class Session:
+    """The I/O around one watched startup: it reads, probes and polls, and forwards what it sees to the verdict
+    machine (tracker/verdict.py), which alone decides how the watch ends."""
+
     def __init__(self, analyzer: Analyzer, sink: Any, opts: Options, probe: HttpProbe | None = None,
                  server: ServerProcess | None = None, source_bytes: Any = None, source_death: Any = None) -> None:
         self.analyzer = analyzer
@@ -53,42 +69,43 @@ class Session:
         self.source_bytes = source_bytes  # callable -> bytes read so far (for silence), or None
         self.source_death = source_death  # callable -> a Death the source saw (container exit), or None
         self._death_reported = False
-        self._reader: asyncio.Task[None] = None  # type: ignore[assignment]
+        self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
         self._last_child_check = 0.0
         self.start = time.time()
-        self.last_output = self.start
+        self.machine = VerdictMachine(opts.policy(probe is not None, server is not None), self.start)
         self._bytes_seen = 0
-        self.outcome: str | None = None
-        self.ready_at: float | None = None
-        self.stall_warned = False
         self.input_done = False
-        self.runtime_failed = False
         self._critical_seen: dict[int, str] = {}
         self._cpu_procs: dict[int, psutil.Process] = {}
         self.health = "not checked"
-        self.verify_result: tuple[bool, float, str] | None = None
+        self.verify_result: VerifyResult | None = None
         self._baseline_launches = 0
         self._prober: asyncio.Task[None] | None = None
 
     # ---- helpers -----------------------------------------------------------------------------------
+    @property
+    def last_output(self) -> float:
+        return self.machine.last_output
+
+    def _judging(self) -> bool:
+        """False while the file's last launch had ended before we looked and no new one has begun."""
+        return not (self.opts.await_new_launch and self.tracker.launches <= self._baseline_launches)
+
     def emit(self, events: list[Event]) -> None:
+        if not self._judging():
+            return
         now = time.time()
         for ev in events:
-            if self.opts.await_new_launch and self.tracker.launches <= self._baseline_launches:
-                continue
             self.sink.event(ev, now)
-            if ev.kind == "failed" and ev.data.get("runtime"):
-                self.runtime_failed = True
 
-    def verdict(self) -> str:
-        if self.opts.await_new_launch and self.tracker.launches <= self._baseline_launches:
-            return "incomplete"
-        return self.tracker.verdict()
+    def _says(self, now: float) -> LogSays:
+        if not self._judging():
+            return LogSays(now, ready=False, failed=False, dying=False, runtime_failed=False, phase="start")
+        return self.tracker.says(now)
 
     def _phase(self) -> str:
-        launch = self.tracker.launch
-        return launch.current.name if launch and launch.current else "start"
+        return self._says(time.time()).phase
 
     def _cpu_percent(self) -> float | None:
         if self.server is None:
@@ -104,7 +121,7 @@ class Session:
     async def _read(self, chunks: AsyncIterator[bytes]) -> None:
         async for data in chunks:
             now = time.time()
-            self.last_output = now
+            self.machine.feed(Output(now))
             self.emit(self.analyzer.feed(data, now))
             self.wake.set()
             launch = self.tracker.launch
@@ -118,14 +135,14 @@ class Session:
 
     async def _probe_loop(self) -> None:
         assert self.probe is not None
+        from bootwatch.probes.http import ProbeResult
+
         last_state = None
         while True:
             ours = {p.pid for p in self.server.tree()} if self.server is not None else None
             try:
                 res = await self.probe.check(ours)
             except Exception as e:  # a probe that breaks must say so, not stop probing in silence
-                from bootwatch.probes.http import ProbeResult
-
                 res = ProbeResult("error", None, f"probe failed: {e.__class__.__name__}: {e}", time.time())
             label = {"down": "refused", "loading": f"{res.status} (starting)", "up": "200",
                      "foreign": f"not this server: {res.detail}", "error": res.detail}[res.state]
@@ -137,21 +154,8 @@ class Session:
                                 time.time())
             await asyncio.sleep(0.1 if res.state in ("down", "loading") else 1.0)
 
-    def _log_ready(self) -> bool:
-        return self.verdict() == "ready"
-
-    def _probe_ready(self) -> bool:
+    def _probe_up(self) -> bool:
         return self.probe is not None and self.probe.last is not None and self.probe.last.state == "up"
-
-    def _is_ready(self) -> bool:
-        if self.verdict() == "failed" or (self.tracker.launch and self.tracker.launch.dying is not None):
-            return False
-        if self.probe is not None and self.opts.probe_required:
-            # The probe must pass; a log that says ready is not enough when the user asked for a URL.
-            return self._probe_ready()
-        # A guessed URL answering 200 from our own process also counts: some logs never say ready
-        # (SGLang at --log-level warning).
-        return self._log_ready() or self._probe_ready()
 
     def _probe_from_log(self) -> None:
         """run without a URL: the port the server says it listens on becomes the probe."""
@@ -180,31 +184,6 @@ class Session:
                                                   "while the server process lives on"))
         self._critical_seen.update(alive)
 
-    def _stall_check(self, now: float) -> str | None:
-        if self.opts.stall_s is None or self.ready_at is not None:
-            return None
-        phase = self._phase()
-        limit = self.opts.stall_s * STALL_FACTOR.get(phase, 1.0)
-        silent = now - self.last_output
-        if silent < limit / 2:
-            self.stall_warned = False
-            return None
-        launch = self.tracker.launch
-        last = (launch.last_line or (launch.recent[-1] if launch.recent else "")) if launch else ""
-        cpu = self._cpu_percent()
-        busy = "" if cpu is None else (f"; the server still uses CPU ({cpu:.0f}% of a core)" if cpu >= 5
-                                       else "; the server is idle (no CPU)")
-        msg = (f"no output for {fmt_duration(silent)} in {phase} (limit {fmt_duration(limit)}){busy}; "
-               f"last line: {last[:200]}")
-        if not self.stall_warned:
-            self.stall_warned = True
-            self.sink.event(Event("stall", now, {"phase": phase, "silent_s": round(silent, 1), "message": msg,
-                                                 "cpu_percent": cpu}), now)
-        if silent >= limit:
-            self.sink.event(Event("stalled", now, {"phase": phase, "message": msg}), now)
-            return "stalled"
-        return None
-
     def begin(self, chunks: AsyncIterator[bytes]) -> None:
         self._baseline_launches = self.tracker.launches if self.opts.await_new_launch else 0
         self._reader = asyncio.create_task(self._read(chunks))
@@ -231,7 +210,7 @@ class Session:
         self.wake.clear()
 
     async def run(self, chunks: AsyncIterator[bytes]) -> str:
-        """Returns the outcome: ready | failed | incomplete | stalled | timeout | stopped | died."""
+        """Returns the outcome (an `Outcome`, which is a str)."""
         self.begin(chunks)
         try:
             while True:
@@ -242,66 +221,82 @@ class Session:
         finally:
             await self.stop()
 
-    async def tick(self, now: float) -> str | None:
-        """One look at everything; an outcome once the session is over."""
-        reader = self._reader
-        if reader.done() and not reader.cancelled() and reader.exception() is not None:
-            raise reader.exception()  # type: ignore[misc]
-        if self.source_bytes is not None:
-            seen = self.source_bytes()
-            if seen != self._bytes_seen:
-                self._bytes_seen, self.last_output = seen, now
-        self.emit(self.tracker.settle(now))
-        self._probe_from_log()
+    async def _exits(self, now: float) -> bool:
+        """The source or the server died: the tracker explains it, the machine is told. True when it did."""
         death = self.source_death() if self.source_death is not None else None
         if death is not None and not self._death_reported:
             # A container that exited or was OOM-killed, a pod that restarted: the server died.
             self._death_reported = True
-            ready = self.verdict() == "ready"
             self.emit(self.tracker.exited(death.code, death.signal, reason=death.reason))
-            return "died" if ready else "failed"
-        if self.server is not None and (now - self._last_child_check >= 0.25 or self.server.proc is not None
-                                        and self.server.proc.returncode is not None):
-            self._last_child_check = now
-            self._check_children()
-            code = self.server.poll()
-            if code is not None:
-                await self._drain(reader)
-                rc, sig = describe_exit(code)
-                if self.verdict() == "ready":
-                    if rc == 0 and not self.runtime_failed:
-                        return "stopped"  # stopped cleanly after readiness
-                    if not self.runtime_failed:
-                        self.emit(self.tracker.exited(rc, sig))
-                    return "died"
-                self.emit(self.tracker.exited(rc, sig))
-                return "failed"
-        if self.ready_at is None:
-            if self.verdict() == "failed":
-                return "failed"
-            if self._is_ready():
-                self.ready_at = now
-                if self.probe is not None and self.verdict() != "ready":
-                    self.sink.event(Event("ready", now, {"text": f"{self.probe.url} answered 200",
-                                                         "line_no": None}), now)
-                if self.opts.verify and not await self._verify():
-                    return "failed"
-                if not self.opts.follow_after_ready:
-                    return "ready"
-            if self.input_done and self.opts.replay:
-                self.emit(self.analyzer.finish())
-                return self.verdict() if self.verdict() in ("ready", "failed") else "incomplete"
-            if now - self.start >= self.opts.timeout_s:
-                self.sink.event(Event("timeout", now, {"message": f"not ready after "
-                                                       f"{fmt_duration(now - self.start)} (in "
-                                                       f"{self._phase()})"}), now)
-                return "timeout"
-            stalled = self._stall_check(now)
-            if stalled:
-                return stalled
-        elif self.runtime_failed and self.server is None:
-            return "died"
-        return None
+            self.machine.feed(self._says(now))
+            self.machine.feed(ProcessExit(now, clean=False))
+            return True
+        if self.server is None:
+            return False
+        proc_done = self.server.proc is not None and self.server.proc.returncode is not None
+        if now - self._last_child_check < 0.25 and not proc_done:
+            return False
+        self._last_child_check = now
+        self._check_children()
+        code = self.server.poll()
+        if code is None:
+            return False
+        assert self._reader is not None
+        await self._drain(self._reader)
+        rc, sig = describe_exit(code)
+        says = self._says(now)
+        clean_stop = says.ready and rc == 0
+        if not clean_stop and not says.runtime_failed:
+            self.emit(self.tracker.exited(rc, sig))
+        self.machine.feed(self._says(now))
+        self.machine.feed(ProcessExit(now, clean=rc == 0))
+        return True
+
+    async def tick(self, now: float) -> str | None:
+        """One look at everything; the outcome once the machine says the watch is over."""
+        reader = self._reader
+        if reader is not None and reader.done() and not reader.cancelled() and reader.exception() is not None:
+            raise reader.exception()  # type: ignore[misc]
+        if self.source_bytes is not None:
+            seen = self.source_bytes()
+            if seen != self._bytes_seen:
+                self._bytes_seen = seen
+                self.machine.feed(Output(now))
+        self.emit(self.tracker.settle(now))
+        self._probe_from_log()
+        if await self._exits(now):
+            return self.machine.outcome
+        if self.input_done and self.opts.replay and not self.machine.input_ended:
+            self.emit(self.analyzer.finish())
+            self.machine.feed(self._says(now))
+            self.machine.feed(InputEnd(now))
+            return self.machine.outcome
+        notices = self.machine.feed(self._says(now))
+        if self.probe is not None:
+            notices += self.machine.feed(ProbeAnswer(now, self._probe_up()))
+        notices += self.machine.feed(Tick(now, self._cpu_if_stalling(now)))
+        for notice in notices:
+            await self._tell(notice)
+        return self.machine.outcome
+
+    def _cpu_if_stalling(self, now: float) -> float | None:
+        """CPU use only matters to a stall message: measured only once the silence is long."""
+        st = stall_state(self.opts.stall_s, self.machine.log.phase, now - self.machine.last_output)
+        return self._cpu_percent() if st is not None and st.warn else None
+
+    async def _tell(self, notice: Notice) -> None:
+        now = notice.t
+        if notice.kind == "stall":
+            self.sink.event(Event("stall", now, {"phase": notice.phase, "silent_s": notice.silent_s,
+                                                 "message": notice.message, "cpu_percent": notice.cpu_percent}), now)
+        elif notice.kind == "stalled":
+            self.sink.event(Event("stalled", now, {"phase": notice.phase, "message": notice.message}), now)
+        elif notice.kind == "timeout":
+            self.sink.event(Event("timeout", now, {"message": notice.message}), now)
+        elif notice.kind == "ready_by_probe" and self.probe is not None:
+            self.sink.event(Event("ready", now, {"text": f"{self.probe.url} answered 200", "line_no": None}), now)
+        elif notice.kind == "verify":
+            await self._verify()
 
     async def stop(self) -> None:
         for task in (self._reader, self._prober):
@@ -310,20 +305,20 @@ class Session:
                 with contextlib.suppress(BaseException):
                     await task
 
-    async def _verify(self) -> bool:
+    async def _verify(self) -> None:
         """Ready means the model generates: one completion, with its latency."""
         if self.probe is None:
             ok, took, err = False, 0.0, "cannot verify: no URL (give --url, or a --port the server listens on)"
         else:
             ok, took, err = await self.probe.verify()
-        self.verify_result = (ok, took, err)
         now = time.time()
+        self.verify_result = VerifyResult(now, ok, took, err)
         self.sink.event(Event("fact", now, {"name": "verify_latency_s", "value": round(took, 3), "ok": ok,
                                             "error": err or None}), now)
         if not ok:
             self.sink.event(Event("failed", now, {"text": err, "category": "warmup", "line_no": None,
                                                   "runtime": False}), now)
-        return ok
+        self.machine.feed(self.verify_result)
 
     async def _drain(self, reader: asyncio.Task[None]) -> None:
         """The server exited: give the reader a moment to take the last lines it wrote."""
@@ -338,28 +333,24 @@ class Session:
         self.tracker.tb.flush()
 
     def summary(self, outcome: str) -> dict[str, Any]:
-        s = self.analyzer.summary()
-        if self.opts.await_new_launch and self.tracker.launches <= self._baseline_launches:
+        return self.summary_of(Outcome(outcome)).to_json()
+
+    def summary_of(self, outcome: Outcome) -> Summary:
+        verdict = self.machine.verdict(outcome)
+        s = self.analyzer.summary(verdict)
+        if not self._judging():
             # The file's last launch had ended before we looked and no new one began: nothing to report on.
-            s.update(verdict=outcome if outcome != "ready" else "incomplete", ready=None, failure=None,
-                     runtime_failure=None, note="the last launch in the file had already ended; no new launch began")
-        if self.verify_result and not self.verify_result[0]:
-            # The log said ready but the model did not generate: that startup failed.
-            s["verdict"], s["ready"] = "failed", None
-            s["failure"] = {"line_no": None, "text": self.verify_result[2], "category": "warmup", "context": []}
-        elif outcome in ("failed", "incomplete", "stalled", "timeout") and s["verdict"] != "ready":
-            s["verdict"] = outcome
-        elif outcome == "ready":
-            s["verdict"] = "ready"
-        if s["verdict"] != "ready":
-            s["ready"] = None
-        if s["verdict"] != "failed":
-            s["failure"] = None
-        s["health"] = self.health if self.probe is not None else None
-        s["elapsed_s"] = round(time.time() - self.start, 3)
-        if self.verify_result is not None:
-            ok, took, err = self.verify_result
-            s["verify"] = {"ok": ok, "latency_s": round(took, 3), "error": err or None}
+            s.extra["note"] = "the last launch in the file had already ended; no new launch began"
+            s.ready = s.failure = s.runtime_failure = None
+        v = self.verify_result
+        if v is not None and not v.ok:
+            s.failure = {"line_no": None, "text": v.error, "category": "warmup", "context": []}
+        if s.ready is None and self.probe is not None and self.machine.ready_at is not None:
+            s.ready = {"line_no": None, "text": f"{self.probe.url} answered 200"}
+        s.extra["health"] = self.health if self.probe is not None else None
+        s.extra["elapsed_s"] = round(time.time() - self.start, 3)
+        if v is not None:
+            s.extra["verify"] = {"ok": v.ok, "latency_s": round(v.latency_s, 3), "error": v.error or None}
         return s
 
 

@@ -141,8 +141,8 @@ def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
         if m:
             mo = _MONTHS.get(text[pos:pos + 3])
             if mo:
-                t = _epoch(year, mo, int(text[pos + 4:pos + 6]), int(text[pos + 7:pos + 9]), int(text[pos + 10:pos + 12]),
-                           int(text[pos + 13:pos + 15]))
+                day, hh, mm, ss = (int(text[pos + a:pos + a + 2]) for a in (4, 7, 10, 13))
+                t = _epoch(year, mo, day, hh, mm, ss)
             pos = m.end()
             continue
         break

@@ -24,7 +24,9 @@ from bootwatch.tracker.candidates import (
 from bootwatch.tracker.events import Event
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.phases import RANK, Phase
+from bootwatch.tracker.summary import Summary
 from bootwatch.tracker.tracebacks import EXC_LINE, TracebackAssembler, is_header
+from bootwatch.tracker.verdict import LogSays, Verdict, log_verdict
 
 # Prefix families that only one engine prints (vLLM's is also printed by SGLang's bundled vLLM code).
 _FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm"}
@@ -530,38 +532,41 @@ class Tracker:
         ev += [Event("warning", launch.last_t, dict(w)) for w in launch.warnings]
         return ev
 
-    def verdict(self) -> str:
+    def says(self, t: float) -> LogSays:
+        """What the log says of the current launch, for the verdict machine."""
         launch = self.launch
         if launch is None:
-            return "incomplete"
-        if launch.ready is not None:
-            return "ready"
-        if launch.failure is not None:
-            return "failed"
-        return "incomplete"
+            return LogSays(t, ready=False, failed=False, dying=False, runtime_failed=False, phase="start")
+        cur = launch.current
+        return LogSays(t, ready=launch.ready is not None, failed=launch.failure is not None,
+                       dying=launch.dying is not None and launch.ready is None,
+                       runtime_failed=launch.runtime_failure is not None,
+                       phase=cur.name if cur is not None else "start",
+                       last_line=launch.last_line or (launch.recent[-1] if launch.recent else ""))
 
-    def summary(self) -> dict[str, Any]:
+    def verdict(self) -> Verdict:
+        """The verdict on the log read so far, as if it ended here (report, and a watch's catch-up)."""
+        return log_verdict(self.says(self.launch.last_t or 0.0 if self.launch else 0.0))
+
+    def summary(self, verdict: Verdict | None = None) -> Summary:
         launch = self.launch
-        verdict = self.verdict()
+        verdict = verdict or self.verdict()
         if launch is None:
-            return {"verdict": verdict, "engine": self.forced or "unknown", "engine_version": None,
-                    "ready": None, "failure": None, "phases": [], "facts": {}, "warnings": [],
-                    "launches": 0, "runtime_failure": None}
-        return {
-            "verdict": verdict,
-            "engine": launch.engine,
-            "engine_version": _str_or_none(launch.facts.get("engine_version")),
-            "ready": launch.ready,
-            "failure": launch.failure if verdict == "failed" else None,
-            "phases": [p.to_json() for p in launch.phases],
-            "facts": dict(launch.facts),
-            "warnings": list(launch.warnings),
-            "runtime_failure": launch.runtime_failure,
-            "launches": self.launches,
-            "exit": self.exit_info,
-            "launch_start_line": launch.start_line,
-            "last_line_no": launch.last_no,
-        }
+            return Summary(verdict, self.forced or "unknown", None, None, None, [], {}, [],
+                           extra={"launches": 0, "exit": self.exit_info})
+        return Summary(
+            verdict=verdict,
+            engine=launch.engine,
+            engine_version=_str_or_none(launch.facts.get("engine_version")),
+            ready=launch.ready,
+            failure=launch.failure,
+            phases=[p.to_json() for p in launch.phases],
+            facts=dict(launch.facts),
+            warnings=list(launch.warnings),
+            runtime_failure=launch.runtime_failure,
+            extra={"launches": self.launches, "exit": self.exit_info, "launch_start_line": launch.start_line,
+                   "last_line_no": launch.last_no},
+        )
 
 
 def _str_or_none(v: Any) -> str | None:

@@ -1,0 +1,326 @@
+"""The one place that decides how a watched startup ended.
+
+A pure state machine: it is fed typed signals (what the log says of the launch, output arriving, the server
+process or the source dying, probe answers, the verification request, timer ticks, the end of a recorded log)
+and decides the outcome: ready, failed, stalled, timed out, incomplete, or (after readiness) stopped or died.
+It never does I/O and never reads the clock: every signal carries its time, so a test drives it with made-up
+times and a live session with the wall clock, through the same decisions. The root cause itself is the
+tracker's (it reads the lines); this machine decides whether there is a failure at all, and it is the only
+code that turns evidence into a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bootwatch.durations import fmt_duration
+
+
+class Outcome(StrEnum):
+    """How a watch ended; `verdict` below says what that means for the startup."""
+
+    READY = "ready"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+    STALLED = "stalled"
+    TIMEOUT = "timeout"
+    STOPPED = "stopped"  # stopped cleanly after it was ready (run, following)
+    DIED = "died"  # died after it was ready
+    INTERRUPTED = "interrupted"
+
+
+class Verdict(StrEnum):
+    """The SPEC's verdict: about the startup only."""
+
+    READY = "ready"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+    STALLED = "stalled"
+    TIMEOUT = "timeout"
+
+
+# The SPEC's exit codes (watch, run, replay). Interruptions map to 130/143/129 by signal, elsewhere.
+EXIT: dict[str, int] = {"ready": 0, "stopped": 0, "failed": 1, "died": 1, "usage": 2, "incomplete": 3,
+                        "stalled": 4, "timeout": 124, "interrupted": 130}
+
+# Minutes of silence are normal while weights download, kernels compile and the first batches warm up;
+# not while ranks rendezvous.
+STALL_FACTOR = {"download": 3.0, "load_weights": 2.0, "load_draft": 2.0, "compile": 4.0, "cuda_graph": 3.0,
+                "warmup": 4.0, "kv_cache": 2.0, "distributed_init": 1.0, "start": 1.0, "config": 1.0}
+
+
+@dataclass(frozen=True)
+class Policy:
+    timeout_s: float = 3600.0
+    stall_s: float | None = 600.0
+    verify: bool = False  # ready also needs one generated token
+    replay: bool = False  # the end of the input ends the watch
+    follow_after_ready: bool = False  # run: keep following until the server exits
+    probe_required: bool = True  # a URL the user gave must answer; a guessed one only helps
+    has_probe: bool = False
+    has_server: bool = False  # we started it: its exit ends the watch
+
+
+# ---- signals ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LogSays:
+    """What the log says of the launch being judged, after new lines or a settled death."""
+
+    t: float
+    ready: bool
+    failed: bool
+    dying: bool  # a death was seen, its explanation may still be printing
+    runtime_failed: bool  # a failure after readiness
+    phase: str
+    last_line: str = ""
+
+
+@dataclass(frozen=True)
+class Output:
+    t: float
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    """The server (or what the source follows: a container) is gone."""
+
+    t: float
+    clean: bool  # exit status 0
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    t: float
+    up: bool
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    t: float
+    ok: bool
+    latency_s: float
+    error: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    t: float
+    cpu_percent: float | None = None  # the server's tree, when we know it
+
+
+@dataclass(frozen=True)
+class InputEnd:
+    """A recorded log was played to its end (the tracker has finished it)."""
+
+    t: float
+
+
+Signal = LogSays | Output | ProcessExit | ProbeAnswer | VerifyResult | Tick | InputEnd
+
+
+# ---- what the machine tells the session --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Notice:
+    """Something to tell the user now: kind is stall | stalled | timeout | ready_by_probe | verify."""
+
+    kind: str
+    t: float
+    message: str
+    phase: str = ""
+    silent_s: float = 0.0
+    cpu_percent: float | None = None
+
+
+@dataclass(frozen=True)
+class StallState:
+    warn: bool
+    stalled: bool
+    limit_s: float
+    silent_s: float
+
+
+def stall_state(stall_s: float | None, phase: str, silent_s: float) -> StallState | None:
+    """The one stall policy (a single server and a cluster's nodes alike): half the phase's limit warns, the
+    whole limit is a stall."""
+    if stall_s is None:
+        return None
+    limit = stall_s * STALL_FACTOR.get(phase, 1.0)
+    return StallState(silent_s >= limit / 2, silent_s >= limit, limit, silent_s)
+
+
+class VerdictMachine:
+    def __init__(self, policy: Policy, start: float) -> None:
+        self.policy = policy
+        self.start = start
+        self.outcome: Outcome | None = None
+        self.ready_at: float | None = None
+        self.log = LogSays(start, ready=False, failed=False, dying=False, runtime_failed=False, phase="start")
+        self.last_output = start
+        self.probe_up = False
+        self.verify: VerifyResult | None = None
+        self.verify_pending = False
+        self.exited: ProcessExit | None = None
+        self.input_ended = False
+        self._stall_warned = False
+        self._cpu: float | None = None
+
+    # ---- input -------------------------------------------------------------------------------------------
+    def feed(self, signal: Signal) -> list[Notice]:
+        if isinstance(signal, LogSays):
+            self.log = signal
+        elif isinstance(signal, Output):
+            self.last_output = max(self.last_output, signal.t)
+        elif isinstance(signal, ProcessExit):
+            self.exited = signal
+        elif isinstance(signal, ProbeAnswer):
+            self.probe_up = signal.up
+        elif isinstance(signal, VerifyResult):
+            self.verify, self.verify_pending = signal, False
+        elif isinstance(signal, Tick):
+            self._cpu = signal.cpu_percent
+        elif isinstance(signal, InputEnd):
+            self.input_ended = True
+        if self.outcome is not None:
+            return []
+        return self._decide(signal.t)
+
+    # ---- decisions ---------------------------------------------------------------------------------------
+    def _ready_now(self) -> bool:
+        log = self.log
+        if log.failed or log.dying:
+            return False
+        if self.policy.has_probe and self.policy.probe_required:
+            # The user asked for a URL: a log that says ready is not enough, the URL must answer.
+            return self.probe_up
+        # A guessed URL answering 200 from our own process also counts: some logs never say ready (SGLang at
+        # --log-level warning).
+        return log.ready or self.probe_up
+
+    def _decide(self, now: float) -> list[Notice]:
+        p, log = self.policy, self.log
+        if self.exited is not None:
+            if self.ready_at is not None or log.ready:
+                self.outcome = Outcome.STOPPED if self.exited.clean and not log.runtime_failed else Outcome.DIED
+            else:
+                self.outcome = Outcome.FAILED
+            return []
+        if self.ready_at is None:
+            if log.failed:
+                self.outcome = Outcome.FAILED
+                return []
+            if self._ready_now():
+                self.ready_at = now
+                out = [] if log.ready else [Notice("ready_by_probe", now, "the URL answered 200")]
+                if p.verify:
+                    self.verify_pending = True
+                    return [*out, Notice("verify", now, "asking for one token")]
+                if not p.follow_after_ready:
+                    self.outcome = Outcome.READY
+                return out
+            if self.input_ended and p.replay:
+                self.outcome = Outcome.INCOMPLETE
+                return []
+            if now - self.start >= p.timeout_s:
+                self.outcome = Outcome.TIMEOUT
+                return [Notice("timeout", now, f"not ready after {fmt_duration(now - self.start)} (in {log.phase})",
+                               log.phase)]
+            return self._stall(now)
+        if self.verify is not None and self.verify_pending is False and self.verify.ok is False:
+            self.outcome = Outcome.FAILED
+            return []
+        if self.verify is not None and not p.follow_after_ready:
+            self.outcome = Outcome.READY
+            return []
+        if self.verify_pending:
+            return []
+        if log.runtime_failed and not p.has_server:
+            self.outcome = Outcome.DIED
+        return []
+
+    def _stall(self, now: float) -> list[Notice]:
+        phase = self.log.phase
+        st = stall_state(self.policy.stall_s, phase, now - self.last_output)
+        if st is None or not st.warn:
+            self._stall_warned = False
+            return []
+        cpu = self._cpu
+        busy = "" if cpu is None else (f"; the server still uses CPU ({cpu:.0f}% of a core)" if cpu >= 5
+                                       else "; the server is idle (no CPU)")
+        msg = (f"no output for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)}){busy}; "
+               f"last line: {self.log.last_line[:200]}")
+        out = []
+        if not self._stall_warned:
+            self._stall_warned = True
+            out.append(Notice("stall", now, msg, phase, round(st.silent_s, 1), cpu))
+        if st.stalled:
+            self.outcome = Outcome.STALLED
+            out.append(Notice("stalled", now, msg, phase, round(st.silent_s, 1), cpu))
+        return out
+
+    # ---- output ------------------------------------------------------------------------------------------
+    @property
+    def verify_failed(self) -> bool:
+        return self.verify is not None and not self.verify.ok
+
+    def verdict(self, outcome: Outcome | None = None) -> Verdict:
+        """The startup's verdict once the watch ended with `outcome` (default: the machine's own)."""
+        outcome = outcome or self.outcome
+        if self.verify_failed:
+            return Verdict.FAILED  # the log said ready but the model did not generate
+        if outcome in (Outcome.READY, Outcome.STOPPED, Outcome.DIED) and (self.ready_at is not None or self.log.ready):
+            return Verdict.READY
+        if outcome is Outcome.DIED or outcome is Outcome.FAILED:
+            return Verdict.FAILED
+        if outcome in (Outcome.STALLED, Outcome.TIMEOUT, Outcome.INCOMPLETE):
+            return Verdict(outcome.value)
+        # Interrupted, or asked before the end: what is known so far.
+        if self.log.failed:
+            return Verdict.FAILED
+        if self.ready_at is not None or self.log.ready:
+            return Verdict.READY
+        return Verdict.INCOMPLETE
+
+
+def log_verdict(log: LogSays) -> Verdict:
+    """A log read to its end with nothing else to go by (report, replay): ready or failed as it says, else
+    incomplete (never a guess)."""
+    m = VerdictMachine(Policy(timeout_s=float("inf"), stall_s=None, replay=True), log.t)
+    m.feed(log)
+    m.feed(InputEnd(log.t))
+    return m.verdict()
+
+
+def cluster_outcome(outcomes: list[Outcome | None], each: bool) -> Outcome | None:
+    """Several sources. One server over several nodes: any node failing fails it, and it is ready when the
+    first node (the one serving HTTP) is. --each: every source is its own server, decided when all are."""
+    if each:
+        return combine(outcomes) if all(o is not None for o in outcomes) else None
+    if any(o in (Outcome.FAILED, Outcome.DIED) for o in outcomes):
+        return Outcome.FAILED
+    if outcomes and outcomes[0] is Outcome.READY:
+        return Outcome.READY
+    return None
+
+
+def cluster_verdict(outcome: Outcome, nodes: list[Verdict]) -> Verdict:
+    """The verdict of several sources watched together, from how the watch ended and each node's own."""
+    if outcome in (Outcome.READY, Outcome.STOPPED):
+        return Verdict.READY
+    if outcome in (Outcome.FAILED, Outcome.DIED):
+        return Verdict.FAILED
+    if outcome is Outcome.INTERRUPTED:
+        if Verdict.FAILED in nodes:
+            return Verdict.FAILED
+        return Verdict.READY if nodes and nodes[0] is Verdict.READY else Verdict.INCOMPLETE
+    return Verdict(outcome.value)
+
+
+def combine(outcomes: list[Outcome | None]) -> Outcome:
+    """--each: ready only if all are; else the most serious outcome (a failure before a stall or a timeout)."""
+    for kind in (Outcome.FAILED, Outcome.DIED, Outcome.STALLED, Outcome.TIMEOUT, Outcome.INCOMPLETE):
+        if kind in outcomes:
+            return Outcome.FAILED if kind is Outcome.DIED else kind
+    if None in outcomes:
+        return Outcome.INCOMPLETE
+    return Outcome.READY
