@@ -1,0 +1,133 @@
+"""The verdict machine decides every outcome from typed signals with made-up times: no processes, no clock."""
+
+from __future__ import annotations
+
+from bootwatch.tracker.verdict import (
+    InputEnd,
+    LogSays,
+    Outcome,
+    Output,
+    Policy,
+    ProbeAnswer,
+    ProcessExit,
+    Tick,
+    Verdict,
+    VerdictMachine,
+    VerifyResult,
+    cluster_outcome,
+    combine,
+    log_verdict,
+)
+
+
+def says(t: float, **kw: object) -> LogSays:
+    base = {"ready": False, "failed": False, "dying": False, "runtime_failed": False, "phase": "load_weights"}
+    return LogSays(t, **{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_ready_from_the_log() -> None:
+    m = VerdictMachine(Policy(), 0.0)
+    m.feed(says(1.0))
+    assert m.outcome is None
+    m.feed(says(2.0, ready=True))
+    assert m.outcome is Outcome.READY and m.verdict() is Verdict.READY
+
+
+def test_a_url_the_user_gave_must_answer_before_ready() -> None:
+    m = VerdictMachine(Policy(has_probe=True), 0.0)
+    m.feed(says(1.0, ready=True))
+    assert m.outcome is None
+    notices = m.feed(ProbeAnswer(2.0, up=True))
+    assert m.outcome is Outcome.READY and notices == []
+
+
+def test_a_guessed_url_answering_is_readiness_the_log_never_printed() -> None:
+    m = VerdictMachine(Policy(has_probe=True, probe_required=False), 0.0)
+    notices = m.feed(ProbeAnswer(2.0, up=True))
+    assert m.outcome is Outcome.READY and [n.kind for n in notices] == ["ready_by_probe"]
+
+
+def test_a_dying_log_is_never_ready() -> None:
+    m = VerdictMachine(Policy(has_probe=True, probe_required=False), 0.0)
+    m.feed(says(1.0, dying=True))
+    m.feed(ProbeAnswer(2.0, up=True))
+    assert m.outcome is None
+
+
+def test_silence_warns_at_half_the_limit_then_stalls_scaled_by_phase() -> None:
+    m = VerdictMachine(Policy(stall_s=10.0), 0.0)
+    m.feed(says(0.0, phase="distributed_init"))
+    assert [n.kind for n in m.feed(Tick(4.0))] == []
+    assert [n.kind for n in m.feed(Tick(5.0, cpu_percent=0.0))] == ["stall"]
+    assert [n.kind for n in m.feed(Tick(10.0))] == ["stalled"]
+    assert m.outcome is Outcome.STALLED and m.verdict() is Verdict.STALLED
+
+
+def test_output_resets_the_silence_and_compile_gets_longer() -> None:
+    m = VerdictMachine(Policy(stall_s=10.0), 0.0)
+    m.feed(says(0.0, phase="compile"))  # 4x: 40 s
+    m.feed(Output(30.0))
+    assert m.feed(Tick(45.0)) == []
+    assert [n.kind for n in m.feed(Tick(51.0))] == ["stall"]
+    assert m.outcome is None
+
+
+def test_timeout_names_the_phase() -> None:
+    m = VerdictMachine(Policy(timeout_s=60.0, stall_s=None), 0.0)
+    notices = m.feed(Tick(61.0))
+    assert m.outcome is Outcome.TIMEOUT and "load_weights" not in notices[0].message
+    m2 = VerdictMachine(Policy(timeout_s=60.0, stall_s=None), 0.0)
+    m2.feed(says(1.0))
+    assert "load_weights" in m2.feed(Tick(61.0))[0].message
+
+
+def test_exit_before_ready_fails_after_ready_clean_stop_or_death() -> None:
+    m = VerdictMachine(Policy(has_server=True), 0.0)
+    m.feed(ProcessExit(1.0, clean=True))
+    assert m.outcome is Outcome.FAILED and m.verdict() is Verdict.FAILED
+    for clean, runtime_failed, want in ((True, False, Outcome.STOPPED), (False, False, Outcome.DIED),
+                                        (True, True, Outcome.DIED)):
+        m = VerdictMachine(Policy(has_server=True, follow_after_ready=True), 0.0)
+        m.feed(says(1.0, ready=True))
+        assert m.outcome is None  # following
+        m.feed(says(2.0, ready=True, runtime_failed=runtime_failed))
+        m.feed(ProcessExit(3.0, clean=clean))
+        assert m.outcome is want and m.verdict() is Verdict.READY
+
+
+def test_verification_decides_after_the_log_said_ready() -> None:
+    m = VerdictMachine(Policy(verify=True), 0.0)
+    notices = m.feed(says(1.0, ready=True))
+    assert [n.kind for n in notices] == ["verify"] and m.outcome is None
+    m.feed(VerifyResult(2.0, ok=False, latency_s=0.1, error="HTTP 500"))
+    assert m.outcome is Outcome.FAILED and m.verdict() is Verdict.FAILED
+    m = VerdictMachine(Policy(verify=True), 0.0)
+    m.feed(says(1.0, ready=True))
+    m.feed(VerifyResult(2.0, ok=True, latency_s=0.1, error=""))
+    assert m.outcome is Outcome.READY
+
+
+def test_a_recorded_log_that_just_stops_is_incomplete_never_a_guess() -> None:
+    m = VerdictMachine(Policy(replay=True, stall_s=None), 0.0)
+    m.feed(says(5.0))
+    m.feed(InputEnd(5.0))
+    assert m.outcome is Outcome.INCOMPLETE
+    assert log_verdict(says(1.0, ready=True)) is Verdict.READY
+    assert log_verdict(says(1.0, failed=True)) is Verdict.FAILED
+    assert log_verdict(says(1.0, dying=True)) is Verdict.INCOMPLETE
+
+
+def test_interrupted_reports_what_is_known() -> None:
+    m = VerdictMachine(Policy(), 0.0)
+    m.feed(says(1.0))
+    assert m.verdict(Outcome.INTERRUPTED) is Verdict.INCOMPLETE
+
+
+def test_several_sources() -> None:
+    assert cluster_outcome([None, Outcome.FAILED], each=False) is Outcome.FAILED
+    assert cluster_outcome([Outcome.READY, None], each=False) is Outcome.READY
+    assert cluster_outcome([None, Outcome.READY], each=False) is None
+    assert cluster_outcome([Outcome.READY, None], each=True) is None
+    assert combine([Outcome.READY, Outcome.STALLED, Outcome.TIMEOUT]) is Outcome.STALLED
+    assert combine([Outcome.READY, Outcome.DIED]) is Outcome.FAILED
+    assert combine([Outcome.READY, Outcome.READY]) is Outcome.READY
