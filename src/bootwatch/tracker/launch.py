@@ -21,6 +21,8 @@ class Launch:
     forced_engine: bool = False
     scores: dict[str, int] = field(default_factory=dict)  # engine -> weight of its evidence so far
     ready_engine: str | None = None  # the engine whose rules said ready
+    engine_by_banner: bool = False  # the launch began at its engine's own launch line
+    first_only_seen: bool = False  # a first_only launch marker was seen (later ones are reloads)
     # Lines some engine's rules call evidence of failure, kept to judge them again if the engine turns out
     # to be another one than it seemed when they were read.
     evidence_lines: deque[tuple[Line, list[Rule]]] = field(default_factory=lambda: deque(maxlen=200))

@@ -39,7 +39,8 @@ class Traceback:
     context: list[str] = field(default_factory=list)
     state: str = "frames"  # frames -> linger (after an exception line) -> chain (after a chain marker)
     idle: int = 0  # lines seen in linger/chain state, or stray lines in frames state
-    details: dict[int, str] = field(default_factory=dict)  # exception line -> its indented continuation
+    # exception line -> its indented continuation (line number, text)
+    details: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def keep(self, raw: str) -> None:
         self.context.append(raw)
@@ -113,7 +114,7 @@ class TracebackAssembler:
             return True, None
         if indented and stripped and tb.state == "linger" and tb.exceptions[-1][0] not in tb.details:
             # The message goes on below the exception line (pydantic: "  Value error, ...").
-            tb.details[tb.exceptions[-1][0]] = stripped
+            tb.details[tb.exceptions[-1][0]] = (line.no, stripped)
         if not stripped or (indented and tb.state == "linger"):
             tb.idle += 1
             if tb.idle > 8:

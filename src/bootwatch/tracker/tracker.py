@@ -29,10 +29,13 @@ from bootwatch.tracker.tracebacks import EXC_LINE, TracebackAssembler, is_header
 from bootwatch.tracker.verdict import LogSays, Verdict, log_verdict
 
 # Prefix families that only one engine prints (vLLM's is also printed by SGLang's bundled vLLM code).
-_FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm"}
+_FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm", "turbomind": "lmdeploy", "slog": "ollama"}
 _LAUNCH_WEIGHT = 3  # a launch banner names its engine
 _FMT_MAX = 2  # evidence a prefix family can give at most
+_FMT_MAX_OF = {"slog": 6}  # a Go server's slog records with their source files are Ollama's through and through
 _REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
+_VALIDATION_SUMMARY = re.compile(r"ValidationError: \d+ validation errors? for ")
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 _EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
 _ALIAS = {"load_draft": "load_weights"}
 _PHASE_CATEGORY = {"download": "weights", "load_weights": "weights", "load_draft": "weights",
@@ -131,8 +134,22 @@ class Tracker:
             if id(rule) not in hit_ids or not rule.regex.search(line.text):
                 continue
             engine = self.forced or engine
+            if rule.first_only and cur is not None and cur.first_only_seen:
+                # A model reloaded by a server that is already up is serving, not a new startup.
+                continue
+            if (cur is not None and not self.forced and cur.ready is None and cur.failure is None
+                    and engine in self.book.for_engine(cur.engine).runs):
+                # The banner of an engine this one runs as a child (Ollama relaying llama-server), while it is
+                # still starting: part of this launch.
+                cur.scores[engine] = cur.scores.get(engine, 0) + 1
+                continue
             if cur is None or cur.progressed or rule.source in cur.markers:
+                first_only_seen = cur.first_only_seen if cur is not None and rule.first_only else False
                 cur = self._new_launch(line, engine, ev)
+                cur.first_only_seen = first_only_seen
+                cur.engine_by_banner = not self.forced
+            if rule.first_only:
+                cur.first_only_seen = True
             elif cur.engine == "unknown" and not cur.forced_engine:
                 cur.engine, cur.rules = engine, self.book.for_engine(engine)
             cur.scores[engine] = cur.scores.get(engine, 0) + _LAUNCH_WEIGHT
@@ -158,7 +175,8 @@ class Tracker:
         the engine with the most evidence so far wins, and may still change until the launch is ready."""
         scores = launch.scores
         fmt_engine = _FMT_ENGINE.get(line.fmt or "")
-        if fmt_engine in self.book.engines and scores.get("fmt:" + fmt_engine, 0) < _FMT_MAX:
+        if fmt_engine in self.book.engines and scores.get("fmt:" + fmt_engine, 0) < _FMT_MAX_OF.get(line.fmt or "",
+                                                                                                 _FMT_MAX):
             # A prefix only one engine prints counts, but a flood of prefixed lines never outweighs banners.
             scores["fmt:" + fmt_engine] = scores.get("fmt:" + fmt_engine, 0) + 1
             scores[fmt_engine] = scores.get(fmt_engine, 0) + 1
@@ -168,6 +186,8 @@ class Tracker:
                 for engine, rule in self.book.detect:
                     if id(rule) in hit_ids and rule.regex.search(line.text):
                         scores[engine] = scores.get(engine, 0) + rule.weight
+        if launch.engine_by_banner:
+            return  # the launch began with this engine's own banner: other engines' lines are its children's
         best, weight = launch.engine, scores.get(launch.engine, 0)
         for engine in self.book.engines:
             if scores.get(engine, 0) > weight:
@@ -311,7 +331,7 @@ class Tracker:
     def _ready(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
                ev: list[Event]) -> bool:
         for r in rules:
-            if r.unless and r.unless in launch.flags:
+            if r.unless and r.unless in launch.flags or r.needs and r.needs not in launch.flags:
                 continue
             if r.regex.search(line.text):
                 if launch.dying is not None:
@@ -357,9 +377,24 @@ class Tracker:
                                                        list(launch.recent) + [line.raw]))
                     return True
         if EXC_LINE.match(text) and ":" in text and not text[:1].isspace() and _looks_exception(text):
-            self._add_candidate(launch, Candidate(line.no, text, line.proc, "loose", line.no,
-                                                  context=list(launch.recent) + [line.raw]), ev)
+            c = Candidate(line.no, text, line.proc, "loose", line.no, context=list(launch.recent) + [line.raw])
+            c.level = line.level
+            self._add_candidate(launch, c, ev)
             return True
+        if line.level == "FATAL" and text:
+            # Logged at FATAL level (TurboMind's [TM][FATAL], glog's F-lines): the program aborts after it.
+            self._add_candidate(launch, Candidate(line.no, text, line.proc, "fatal", line.no, None,
+                                                  list(launch.recent) + [line.raw]), ev)
+            self._mark_dying(launch, line, t)
+            return True
+        if line.level in _ERROR_LEVELS and text:
+            # An error the server logged that no rule knows: not evidence of death by itself, but the best
+            # explanation of one that follows closely.
+            c = Candidate(line.no, text, line.proc, "errlevel", line.no, context=list(launch.recent) + [line.raw])
+            c.level = line.level
+            if not any(r.regex.search(text) for r in launch.rules["benign"]):
+                launch.candidates.append(c)
+            return False
         return False
 
     # ---- evidence and verdict ----------------------------------------------------------------------
@@ -415,7 +450,11 @@ class Tracker:
                 pick = (no, text)
                 break
         c.line_no, c.text = pick
-        c.detail = tb.details.get(pick[0])
+        detail = tb.details.get(pick[0])
+        c.detail = detail[1] if detail else None
+        if detail is not None and _VALIDATION_SUMMARY.search(c.text):
+            # pydantic's exception line only counts the errors; the line below it says what is wrong.
+            c.line_no, c.text, c.detail = detail[0], detail[1], c.text
         c.chain = [t for _, t in tb.exceptions]
         c.wrapper = any(r.regex.search(c.text) for r in wrappers)
 
@@ -459,6 +498,14 @@ class Tracker:
             self._decide(launch, ev)
         return ev
 
+    @staticmethod
+    def _last_words(launch: Launch, c: Candidate) -> bool:
+        """An exception the server logged as an error, or printed as nearly its last line, with nothing after
+        it from the same process: what it died of, in a log that ends there."""
+        if c.wrapper or c.termination:
+            return False
+        return c.level in _ERROR_LEVELS or c.line_no >= launch.last_no - 2
+
     def _unexplained(self, launch: Launch, reason: str) -> Candidate:
         """A death no rule explains: the last thing the server printed, when it reads like an error (a usage
         message, a missing module), is the best explanation there is; otherwise how the process ended."""
@@ -500,7 +547,8 @@ class Tracker:
             return ev
         self.tb.flush()
         if launch.ready is None:
-            live = [c for c in launch.candidates if not c.cancelled and c.kind in ("traceback", "fatal")]
+            live = [c for c in launch.candidates if not c.cancelled and (
+                c.kind in ("traceback", "fatal") or c.kind == "loose" and self._last_words(launch, c))]
             if launch.dying is not None or live:
                 self._decide(launch, ev)
         elif launch.dying_after_ready is not None:
