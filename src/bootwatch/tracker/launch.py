@@ -38,6 +38,8 @@ class Launch:
     failure: dict[str, Any] | None = None
     runtime_failure: dict[str, Any] | None = None
     candidates: list[Candidate] = field(default_factory=list)
+    # Errors the server logged that no rule knows: only the latest matter (they explain a death that follows).
+    error_lines: deque[Candidate] = field(default_factory=lambda: deque(maxlen=32))
     dying: int | None = None  # line of the first evidence of death before ready
     dying_after_ready: int | None = None
     last_no: int = 0
@@ -52,7 +54,10 @@ class Launch:
     @property
     def progressed(self) -> bool:
         """Past the point where a second launch marker can still belong to this launch."""
-        if self.ready or self.failure or self.dying or self.candidates:
+        if self.ready or self.failure or self.dying:
+            return True
+        # A stray exception line (a child's sitecustomize warning) does not make a banner after it a new launch.
+        if any(c.kind != "loose" for c in self.candidates):
             return True
         return any(p.name not in ("start", "config") for p in self.phases)
 

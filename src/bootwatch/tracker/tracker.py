@@ -392,8 +392,9 @@ class Tracker:
             # explanation of one that follows closely.
             c = Candidate(line.no, text, line.proc, "errlevel", line.no, context=list(launch.recent) + [line.raw])
             c.level = line.level
+            c.runtime = launch.ready is not None
             if not any(r.regex.search(text) for r in launch.rules["benign"]):
-                launch.candidates.append(c)
+                launch.error_lines.append(c)
             return False
         return False
 
@@ -465,7 +466,7 @@ class Tracker:
                 self._settle_chain(launch, c)
         if runtime and launch.runtime_failure is not None or not runtime and launch.failure is not None:
             return
-        cands = [c for c in launch.candidates if c.runtime == runtime]
+        cands = [c for c in (*launch.candidates, *launch.error_lines) if c.runtime == runtime]
         chosen = choose(cands)
         if chosen is None:
             if reason is None:
