@@ -395,6 +395,10 @@ async def run(args: Any) -> int:
         log.discard()
         raise
     server = ServerProcess(argv, log, die_with_bootwatch=not (args.detach or args.keep))
+    if stop.signum is not None:  # stopped before the server started: nothing to start, nothing to stop
+        guard.release()
+        log.discard()
+        return stop.exit_code
     try:
         server.start()
     except BaseException:
@@ -438,7 +442,8 @@ async def _run_started(args: Any, server: ServerProcess, log: ServerLog, analyze
             summary = session.summary("ready")
             code = await _close_after_then(args, sink, summary, "ready", lambda s: history.record(s, *record_as),
                                            server, guard)
-            stop_server = not args.keep or stop.signum is not None
+            # --keep keeps a running server; what is left of one that died (its children) goes.
+            stop_server = not args.keep or stop.signum is not None or server.poll() is not None
             return code
         if args.keep and outcome in ("stalled", "timeout"):
             stop_server = False

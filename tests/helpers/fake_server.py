@@ -27,6 +27,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 STAMP = re.compile(rb"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|\d\d-\d\d \d\d:\d\d:\d\d)")
 READY = re.compile(rb"fired up and ready to roll|Application startup complete|router/src/server.rs:\d+: Connected")
 state = {"ready": False}
+# A child that dies of Ctrl-C quietly (no KeyboardInterrupt traceback in the server's output).
+# Started with SIGINT blocked (see spawn_child): one that came meanwhile is taken once it can kill quietly.
+QUIET_CHILD = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); time.sleep(3600)")
+
+
+def spawn_child(title: str, new_session: bool = False) -> subprocess.Popen[bytes]:
+    """A child whose Python startup a Ctrl-C cannot interrupt (a KeyboardInterrupt traceback would land in
+    the server's output): SIGINT is blocked across fork and exec, and the child unblocks it when ready."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return subprocess.Popen([title, "-c", QUIET_CHILD], executable=sys.executable, start_new_session=new_session)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def stamp(line: bytes) -> float | None:
@@ -141,11 +155,10 @@ def main() -> int:
     child = None
     kids = []
     if a.child:
-        child = subprocess.Popen([a.child, "-c", "import time; time.sleep(3600)"], executable=sys.executable)
+        child = spawn_child(a.child)
         kids.append(child.pid)
     if a.daemon_child:
-        kids.append(subprocess.Popen([a.daemon_child, "-c", "import time; time.sleep(3600)"], executable=sys.executable,
-                                     start_new_session=True).pid)
+        kids.append(spawn_child(a.daemon_child, new_session=True).pid)
     if a.pidfile:
         with open(a.pidfile, "w") as f:
             f.write("".join(f"{p}\n" for p in (os.getpid(), *kids)))
