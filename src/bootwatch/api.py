@@ -1,0 +1,502 @@
+"""bootwatch as a library: launch a server and wait until it is truly ready, watch one that starts elsewhere,
+or analyse a log; a failed start raises a typed exception that carries the root cause, not a bare timeout.
+
+    with bootwatch.launch(["llama-server", "-m", "tiny.gguf", "--port", "8080"]) as server:
+        httpx.get(f"{server.base_url}/v1/models")
+
+    async with bootwatch.launch("vllm serve facebook/opt-125m --port 8000", verify=True) as server:
+        ...
+
+The same building blocks as `bootwatch run` (ServerLog, ServerProcess, Guard, FdFollower, Session): the
+server's output goes to a log file, its whole process group is stopped on the way out (and by the guard
+process if this Python process is killed), and a death explains itself from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import io
+import os
+import shlex
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace, TracebackType
+from typing import Any, TypeVar
+
+from bootwatch.analyze import Analyzer, analyze_path, rules_for
+from bootwatch.durations import parse_duration
+from bootwatch.errors import UsageError
+from bootwatch.guard import Guard
+from bootwatch.probes.http import HttpProbe
+from bootwatch.session import Options, Session
+from bootwatch.sources.fd_follow import FdFollower
+from bootwatch.sources.process import ServerLog, ServerProcess
+from bootwatch.tracker import Event
+from bootwatch.tracker.verdict import Verdict
+
+T = TypeVar("T")
+Duration = float | int | str  # seconds, or "90s", "15m", "1h"
+EventHook = Callable[[Event], None]
+
+DEFAULT_TIMEOUT: Duration = "30m"
+DEFAULT_STALL: Duration = "10m"
+
+
+# ---- what a startup came to ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Report:
+    """A startup's summary: the SPEC's JSON object (`raw`) with typed accessors for what callers use most."""
+
+    raw: dict[str, Any]
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict(self.raw["verdict"])
+
+    @property
+    def engine(self) -> str:
+        return str(self.raw.get("engine") or "unknown")
+
+    @property
+    def root_cause(self) -> str | None:
+        """The one line that explains a failure (`failure.text`), or None."""
+        f = self.raw.get("failure")
+        return str(f["text"]) if f and f.get("text") else None
+
+    @property
+    def category(self) -> str | None:
+        f = self.raw.get("failure")
+        return str(f.get("category")) if f and f.get("category") else None
+
+    @property
+    def phase(self) -> str | None:
+        """The phase the startup was in when it ended (`ready` once ready)."""
+        phases = self.raw.get("phases") or []
+        return str(phases[-1]["name"]) if phases else None
+
+    @property
+    def phases(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("phases") or [])
+
+    @property
+    def time_to_ready_s(self) -> float | None:
+        """The summary's own figure, else the sum of the phases before ready (when each has a duration)."""
+        value = self.raw.get("time_to_ready_s")
+        if isinstance(value, int | float):
+            return float(value)
+        if self.verdict is not Verdict.READY:
+            return None
+        elapsed = self.raw.get("elapsed_s")  # a live watch ends at readiness: its elapsed time is the time to ready
+        if isinstance(elapsed, int | float):
+            return float(elapsed)
+        durations = [p.get("duration_s") for p in self.phases if p.get("name") != "ready"]
+        if not durations or any(not isinstance(d, int | float) for d in durations):
+            return None
+        return float(sum(durations))
+
+    def text(self, source: str = "") -> str:
+        """The summary as `bootwatch report` prints it (verdict, root cause, phase table), without colour."""
+        from rich.console import Console
+
+        from bootwatch.sinks.summary_text import render
+
+        out = io.StringIO()
+        render(self.raw, source, Console(file=out, highlight=False, soft_wrap=True, no_color=True, width=120))
+        return out.getvalue().rstrip() + "\n"
+
+
+class ServerError(Exception):
+    """A server did not become ready. `report` holds bootwatch's summary, `log_path` the server's log."""
+
+    def __init__(self, message: str, report: Report, log_path: Path | None) -> None:
+        super().__init__(message)
+        self.report = report
+        self.log_path = log_path
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.report.raw
+
+    @property
+    def phase(self) -> str | None:
+        return self.report.phase
+
+    def details(self) -> str:
+        """The message, then the summary (root cause, phase table) and where the log is."""
+        where = f"log: {self.log_path}\n" if self.log_path is not None else ""
+        return f"{self}\n{self.report.text(str(self.log_path or ''))}{where}"
+
+
+class ServerFailed(ServerError):
+    """The server died or said it cannot start: `root_cause` is the log line that explains it."""
+
+    @property
+    def root_cause(self) -> str | None:
+        return self.report.root_cause
+
+    @property
+    def category(self) -> str | None:
+        return self.report.category
+
+
+class ServerStalled(ServerError):
+    """The server went silent too long in its phase, with no sign of progress."""
+
+
+class ServerTimeout(ServerError):
+    """The server was still starting (alive, not known to be stuck) when the timeout came."""
+
+
+class ServerIncomplete(ServerError):
+    """The log ended, or the watch was stopped, before any verdict (a watched source that went away)."""
+
+
+def raise_for(report: Report, log_path: Path | None, what: str = "the server") -> None:
+    """Nothing when ready; else the typed exception for the verdict."""
+    v = report.verdict
+    if v is Verdict.READY:
+        return
+    phase = f" in phase {report.phase}" if report.phase else ""
+    where = f" (log: {log_path})" if log_path is not None else ""
+    if v is Verdict.FAILED:
+        cause = report.root_cause or "no line in the log explains it"
+        raise ServerFailed(f"{what} failed{phase}: {cause}{where}", report, log_path)
+    if v is Verdict.STALLED:
+        raise ServerStalled(f"{what} stalled{phase}{where}", report, log_path)
+    if v is Verdict.TIMEOUT:
+        raise ServerTimeout(f"{what} was not ready before the timeout, still{phase}{where}", report, log_path)
+    raise ServerIncomplete(f"{what} ended with no verdict{phase}{where}", report, log_path)
+
+
+def _seconds(value: Duration | None, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_duration(value)
+    if value <= 0:
+        raise UsageError(f"{what} {value}: must be more than 0 seconds")
+    return float(value)
+
+
+def _argv(cmd: str | Sequence[str]) -> list[str]:
+    argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    if not argv:
+        raise UsageError("nothing to run: the command is empty")
+    return argv
+
+
+# ---- the sink the library watches through -----------------------------------------------------------
+class _Collector:
+    """Keeps the events of one startup; hands each to the caller's hook and any further sink."""
+
+    def __init__(self, hook: EventHook | None, extra: Iterable[Any] = ()) -> None:
+        self.events: list[Event] = []
+        self.notes: list[str] = []
+        self.hook = hook
+        self.extra = list(extra)
+
+    def event(self, ev: Event, now: float) -> None:
+        if ev.kind != "line":
+            self.events.append(ev)
+        if self.hook is not None:
+            self.hook(ev)
+        for s in self.extra:
+            s.event(ev, now)
+
+    def note(self, now: float, text: str) -> None:
+        self.notes.append(text)
+        for s in self.extra:
+            s.note(now, text)
+
+    def close(self, summary: dict[str, Any], now: float) -> None:
+        for s in self.extra:
+            s.close(summary, now)
+
+
+# ---- the running server --------------------------------------------------------------------------
+@dataclass
+class Server:
+    """A server `launch` started and saw ready. It is stopped when the `with` block ends."""
+
+    argv: list[str]
+    pid: int
+    url: str | None  # the health URL that answered (given, guessed from --port, or read from the log)
+    log_path: Path
+    report: Report
+    events: list[Event] = field(default_factory=list)
+    _process: ServerProcess | None = field(default=None, repr=False)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The SPEC's summary of the startup (verdict, phases, facts, warnings...)."""
+        return self.report.raw
+
+    @property
+    def base_url(self) -> str | None:
+        """scheme://host:port of `url`, for API calls."""
+        if self.url is None:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def exit_code(self) -> int | None:
+        """The server's exit status once it ended (negative: killed by that signal), else None."""
+        return self._process.poll() if self._process is not None else None
+
+    def analyze(self) -> Report:
+        """The log read again now: after readiness a crash shows as `runtime_failure`."""
+        return Report(analyze_path(self.log_path))
+
+
+class _Started:
+    """What `_start` leaves for `_stop`."""
+
+    def __init__(self, process: ServerProcess, log: ServerLog, guard: Guard) -> None:
+        self.process, self.log, self.guard = process, log, guard
+        self.stopped = False
+
+    async def stop(self) -> int | None:
+        if self.stopped:
+            return self.process.poll()
+        try:
+            return await self.process.stop()
+        finally:
+            self.stopped = True
+            self.guard.release()
+            self.log.close()
+
+
+class _LoopThread:
+    """An event loop of its own in a thread, for the synchronous API: it works whatever the caller's thread
+    does (even inside a running loop). The server is forked from this thread and the thread lives as long as
+    the server: PR_SET_PDEATHSIG follows the thread that forked, not the process."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="bootwatch-launch", daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result()
+        except BaseException:
+            # Ctrl-C (or any exception in this thread) while waiting: cancel, and wait for the cleanup that
+            # stops the server; a second Ctrl-C leaves it to the guard.
+            fut.cancel()
+            with contextlib.suppress(BaseException):
+                concurrent.futures.wait([fut], timeout=30)
+            raise
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class Launch:
+    """The context manager `launch` returns: `with` (blocking) or `async with` (on the running loop)."""
+
+    def __init__(self, cmd: str | Sequence[str], *, log: str | os.PathLike[str] | None = None,
+                 log_dir: str | os.PathLike[str] | None = None, url: str | None = None,
+                 timeout: Duration = DEFAULT_TIMEOUT, stall: Duration | None = DEFAULT_STALL, verify: bool = False,
+                 engine: str | None = None, rules: Iterable[str | os.PathLike[str]] = (),
+                 env: dict[str, str] | None = None, on_event: EventHook | None = None,
+                 sinks: Iterable[Any] = (), record: bool = False) -> None:
+        from bootwatch.commands import check_url, guess_url
+
+        self.argv = _argv(cmd)
+        self.user_url = check_url(url) if url else None
+        self.url = self.user_url or guess_url(self.argv)
+        self.log = Path(log) if log is not None else None
+        self.log_dir = Path(log_dir) if log_dir is not None else Path(tempfile.gettempdir())
+        self.timeout_s = _seconds(timeout, "timeout") or float("inf")
+        self.stall_s = _seconds(stall, "stall")
+        self.verify = verify
+        self.engine = engine
+        self.rules = [str(r) for r in rules]
+        self.env = env
+        self.on_event = on_event
+        self.sinks = list(sinks)
+        self.record = record
+        self._started: _Started | None = None
+        self._thread: _LoopThread | None = None
+        self.server: Server | None = None
+
+    # ---- the startup, on whichever loop runs it ---------------------------------------------------
+    async def _start(self) -> Server:
+        book, _ = rules_for(self.rules)
+        analyzer = Analyzer(engine=self.engine, rules=self.rules, clock="arrival")
+        log = ServerLog.open(self.log) if self.log is not None else ServerLog.create_default(self.argv, self.log_dir)
+        sink = _Collector(self.on_event, self.sinks)
+        try:
+            guard = Guard()
+        except BaseException:
+            log.discard()
+            raise
+        process = ServerProcess(self.argv, log, env=self.env)
+        try:
+            process.start()
+        except BaseException:
+            guard.release()
+            log.discard()
+            raise
+        assert process.group is not None
+        guard.watch(process.group.pgid)
+        started = _Started(process, log, guard)
+        self._started = started
+        probe = HttpProbe(self.url) if self.url else None
+        follower = FdFollower(log.read_fd, start=process.start_offset)
+        opts = Options(timeout_s=self.timeout_s, stall_s=self.stall_s, verify=self.verify,
+                       critical=book.processes, probe_required=self.user_url is not None)
+        session = Session(analyzer, sink, opts, probe=probe, server=process, source_bytes=lambda: follower.offset)
+        try:
+            outcome = await session.run(follower.chunks())
+            summary = session.summary(outcome)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(started.stop())
+            raise
+        finally:
+            follower.close()
+            if session.probe is not None:
+                await session.probe.close()
+        sink.close(summary, time.time())
+        if self.record:
+            from bootwatch.sinks import history
+
+            history.record(summary, str(log.path), "run")
+        report = Report(summary)
+        if report.verdict is not Verdict.READY:
+            await started.stop()
+            raise_for(report, log.path, Path(self.argv[0]).name)
+        url = session.probe.url if session.probe is not None else self.url
+        self.server = Server(self.argv, process.pid, url, log.path, report, sink.events, process)
+        return self.server
+
+    async def _stop(self) -> None:
+        if self._started is not None:
+            await self._started.stop()
+
+    # ---- async with -------------------------------------------------------------------------------
+    async def __aenter__(self) -> Server:
+        return await self._start()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._stop()
+
+    # ---- with -------------------------------------------------------------------------------------
+    def __enter__(self) -> Server:
+        self._thread = _LoopThread()
+        try:
+            return self._thread.call(self._start())
+        except BaseException:
+            self._thread.close()
+            self._thread = None
+            raise
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._thread is None:
+            return
+        try:
+            self._thread.call(self._stop())
+        finally:
+            self._thread.close()
+            self._thread = None
+
+
+def launch(cmd: str | Sequence[str], *, log: str | os.PathLike[str] | None = None,
+           log_dir: str | os.PathLike[str] | None = None, url: str | None = None,
+           timeout: Duration = DEFAULT_TIMEOUT, stall: Duration | None = DEFAULT_STALL, verify: bool = False,
+           engine: str | None = None, rules: Iterable[str | os.PathLike[str]] = (), env: dict[str, str] | None = None,
+           on_event: EventHook | None = None, sinks: Iterable[Any] = (), record: bool = False) -> Launch:
+    """Start `cmd` (a list, or a string split as a shell would) and wait until it is ready.
+
+    Use it as `with launch(...) as server:` or `async with launch(...) as server:`; the server (its whole
+    process group) is stopped when the block ends. Its output goes to `log` (appended), or to a new file in
+    `log_dir` (default: the temporary directory). `url` is the health URL to probe; without it bootwatch
+    probes the one the command's --host/--port name, or the port the log announces. `timeout` and `stall`
+    are seconds or durations such as "15m" (`stall=None`: never). `verify` asks for one completion before
+    ready counts. `on_event` sees every event as it happens; `record` adds the startup to the history store.
+
+    Raises ServerFailed (with `root_cause`, `phase`, `log_path`), ServerStalled or ServerTimeout; and
+    UsageError, before anything starts, for a bad argument (an empty command, a bad URL or duration).
+    """
+    return Launch(cmd, log=log, log_dir=log_dir, url=url, timeout=timeout, stall=stall, verify=verify,
+                  engine=engine, rules=rules, env=env, on_event=on_event, sinks=sinks, record=record)
+
+
+# ---- watch and analyze ---------------------------------------------------------------------------
+async def watch_async(source: str | os.PathLike[str], *, url: str | None = None,
+                      timeout: Duration = DEFAULT_TIMEOUT, stall: Duration | None = DEFAULT_STALL,
+                      verify: bool = False, engine: str | None = None, rules: Iterable[str | os.PathLike[str]] = (),
+                      from_start: bool = False, on_event: EventHook | None = None,
+                      sinks: Iterable[Any] = ()) -> Report:
+    """Follow a server that starts elsewhere (a log file, ssh://, docker://, k8s://) until it is ready; the
+    summary when it is, else the typed exception (ServerFailed, ServerStalled, ServerTimeout)."""
+    from bootwatch.commands import _open_source, check_url
+    from bootwatch.sources.spec import parse_source
+
+    spec = parse_source(str(source))
+    if verify and not url:
+        raise UsageError("verify needs a url")
+    if url:
+        check_url(url)
+    rule_paths = [str(r) for r in rules]
+    analyzer = Analyzer(engine=engine, rules=rule_paths, clock="arrival")
+    sink = _Collector(on_event, sinks)
+    followed = _open_source(spec, analyzer, sink, SimpleNamespace(from_start=from_start, rules=rule_paths))
+    probe = HttpProbe(url) if url else None
+    opts = Options(timeout_s=_seconds(timeout, "timeout") or float("inf"), stall_s=_seconds(stall, "stall"),
+                   verify=verify, await_new_launch=followed.await_new)
+    session = Session(analyzer, sink, opts, probe=probe, source_bytes=followed.bytes_read,
+                      source_death=followed.death)
+    try:
+        outcome = await session.run(followed.chunks)
+    finally:
+        await followed.aclose()
+        if probe is not None:
+            await probe.close()
+    summary = session.summary(outcome)
+    sink.close(summary, time.time())
+    report = Report(summary)
+    raise_for(report, Path(spec.path) if spec.kind == "file" else None, spec.text)
+    return report
+
+
+def watch(source: str | os.PathLike[str], *, url: str | None = None, timeout: Duration = DEFAULT_TIMEOUT,
+          stall: Duration | None = DEFAULT_STALL, verify: bool = False, engine: str | None = None,
+          rules: Iterable[str | os.PathLike[str]] = (), from_start: bool = False,
+          on_event: EventHook | None = None, sinks: Iterable[Any] = ()) -> Report:
+    """`watch_async`, blocking (on a loop of its own, so it works inside a running loop's thread too)."""
+    runner = _LoopThread()
+    try:
+        return runner.call(watch_async(source, url=url, timeout=timeout, stall=stall, verify=verify, engine=engine,
+                                       rules=rules, from_start=from_start, on_event=on_event, sinks=sinks))
+    finally:
+        runner.close()
+
+
+def analyze(path: str | os.PathLike[str], *, engine: str | None = None,
+            rules: Iterable[str | os.PathLike[str]] = (), exhaustive: bool = False) -> Report:
+    """`bootwatch report` as a call: the summary of the last launch in the log. Never raises for a verdict;
+    UsageError when the file cannot be read as a log."""
+    return Report(analyze_path(path, engine=engine, rules=[str(r) for r in rules], exhaustive=exhaustive))
+
+
+__all__ = ["Launch", "Report", "Server", "ServerError", "ServerFailed", "ServerIncomplete", "ServerStalled",
+           "ServerTimeout", "UsageError", "analyze", "launch", "raise_for", "watch", "watch_async"]

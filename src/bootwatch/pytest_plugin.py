@@ -1,0 +1,105 @@
+"""The pytest plugin (entry point `pytest11`): servers for tests, started once and explained when they fail.
+
+    def test_completion(bootwatch_server):
+        server = bootwatch_server(["llama-server", "-m", "tiny.gguf", "--port", "8080"], timeout="2m")
+        httpx.post(f"{server.base_url}/completion", json={"prompt": "hi", "n_predict": 1})
+
+`bootwatch_server` (session scope) and `bootwatch_module_server` (module scope) are factories: a call starts
+the command with `bootwatch.launch` and waits until it is ready; the same command with the same options is
+started once per scope and shared. A start that fails raises ServerFailed / ServerStalled / ServerTimeout,
+and the report of every test that needed it gets a "bootwatch" section: root cause, phase table, log path.
+A test that fails while one of the servers has died gets that server's summary too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Generator, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from bootwatch.api import Server
+
+ServerFactory = Callable[..., "Server"]
+_STARTED_KEY = pytest.StashKey[list["Server"]]()
+
+
+class _Servers:
+    """The servers one fixture scope started, by command and options; stopped when the scope ends."""
+
+    def __init__(self, config: pytest.Config, log_dir: Path) -> None:
+        self.config = config
+        self.log_dir = log_dir
+        self.stack = contextlib.ExitStack()
+        self.running: dict[str, Server] = {}
+
+    def start(self, cmd: str | Sequence[str], **options: Any) -> Server:
+        from bootwatch.api import launch
+
+        key = json.dumps([cmd if isinstance(cmd, str) else list(cmd), sorted(options.items())], default=str)
+        if key in self.running:
+            return self.running[key]
+        options.setdefault("log_dir", self.log_dir)
+        server = self.stack.enter_context(launch(cmd, **options))
+        self.running[key] = server
+        self.config.stash.setdefault(_STARTED_KEY, []).append(server)
+        return server
+
+    def close(self) -> None:
+        started = self.config.stash.get(_STARTED_KEY, [])
+        for server in self.running.values():
+            if server in started:
+                started.remove(server)  # stopped on purpose: no later failure blames it
+        self.stack.close()
+
+
+def _servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
+    servers = _Servers(request.config, tmp_path_factory.mktemp("bootwatch-logs"))
+    try:
+        yield servers.start
+    finally:
+        servers.close()
+
+
+@pytest.fixture(scope="session")
+def bootwatch_server(request: pytest.FixtureRequest,
+                     tmp_path_factory: pytest.TempPathFactory) -> Generator[ServerFactory, None, None]:
+    """`bootwatch_server(cmd, **launch_options)` -> a ready `bootwatch.Server`, shared by the whole session."""
+    yield from _servers(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def bootwatch_module_server(request: pytest.FixtureRequest,
+                            tmp_path_factory: pytest.TempPathFactory) -> Generator[ServerFactory, None, None]:
+    """As `bootwatch_server`, with the servers stopped at the end of the module."""
+    yield from _servers(request, tmp_path_factory)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not report.failed:
+        return
+    from bootwatch.api import ServerError
+
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(exc, ServerError):
+        report.sections.append(("bootwatch: why the server did not start", exc.details()))
+        return
+    # The test failed for its own reasons, or because a server it talks to died under it.
+    for server in item.config.stash.get(_STARTED_KEY, []):
+        if not server.alive():
+            with contextlib.suppress(Exception):  # the report must not fail because the log went away
+                again = server.analyze()
+                text = (f"{Path(server.argv[0]).name} (pid {server.pid}) is no longer running "
+                        f"(exit status {server.exit_code()})\n{again.text(str(server.log_path))}"
+                        f"log: {server.log_path}\n")
+                report.sections.append(("bootwatch: a server died", text))
+
+
+__all__ = ["ServerFactory", "bootwatch_module_server", "bootwatch_server"]
