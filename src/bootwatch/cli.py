@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
         "already ended, bootwatch waits for a new one."))
     w.add_argument("sources", nargs="+", metavar="SOURCE")
     w.add_argument("--from-start", action="store_true", help="read the whole file, not just the last launch")
+    w.add_argument("--pid", type=int, metavar="PID", help="the server's process: its tree's reads, CPU and "
+                   "compilers tell a slow startup from a stuck one while the log is silent")
     w.add_argument("--each", action="store_true",
                    help="the SOURCEs are independent servers (replicas): exit 0 only when all are ready")
     live_common(w)

@@ -21,6 +21,7 @@ from bootwatch.analyze import Analyzer, analyze_file, launch_marker, looks_binar
 from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.errors import UsageError
 from bootwatch.guard import Guard
+from bootwatch.insight.live import Insight, watch_insight
 from bootwatch.probes.http import HttpProbe
 from bootwatch.session import Options, Session
 from bootwatch.tracker.verdict import EXIT
@@ -207,7 +208,8 @@ async def _watch_one(spec: Spec, args: Any) -> int:
     f = _open_source(spec, analyzer, sink, args)
     probe = HttpProbe(args.url) if args.url else None
     opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=f.await_new)
-    session = Session(analyzer, sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death)
+    session = Session(analyzer, sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death,
+                      insight=watch_insight(analyzer, getattr(args, "pid", None)))
     try:
         outcome = await _with_interrupt(session.run(f.chunks))
         return await _close_after_then(args, sink, session.summary(outcome), outcome,
@@ -428,7 +430,8 @@ async def _run_started(args: Any, server: ServerProcess, log: ServerLog, analyze
     follow = not args.detach and not args.then
     opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, follow_after_ready=follow,
                    critical=critical, probe_required=bool(args.url))
-    session = Session(analyzer, sink, opts, probe=probe, server=server, source_bytes=lambda: follower.offset)
+    session = Session(analyzer, sink, opts, probe=probe, server=server, source_bytes=lambda: follower.offset,
+                      insight=Insight(analyzer.tracker, server.tree, server.argv))
     record_as = (str(log_path), "run")
     stop_server = True
     try:

@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 
 from bootwatch.analyze import Analyzer
+from bootwatch.insight.live import Insight
 from bootwatch.probes.http import HttpProbe
 from bootwatch.sources.process import ServerProcess, describe_exit
 from bootwatch.tracker import Event
@@ -59,7 +60,8 @@ class Session:
     machine (tracker/verdict.py), which alone decides how the watch ends."""
 
     def __init__(self, analyzer: Analyzer, sink: Any, opts: Options, probe: HttpProbe | None = None,
-                 server: ServerProcess | None = None, source_bytes: Any = None, source_death: Any = None) -> None:
+                 server: ServerProcess | None = None, source_bytes: Any = None, source_death: Any = None,
+                 insight: Insight | None = None) -> None:
         self.analyzer = analyzer
         self.tracker = analyzer.tracker
         self.sink = sink
@@ -68,6 +70,7 @@ class Session:
         self.server = server
         self.source_bytes = source_bytes  # callable -> bytes read so far (for silence), or None
         self.source_death = source_death  # callable -> a Death the source saw (container exit), or None
+        self.insight = insight  # ETAs from history, what the tree does while the log is silent
         self._death_reported = False
         self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
@@ -98,6 +101,9 @@ class Session:
         now = time.time()
         for ev in events:
             self.sink.event(ev, now)
+        if self.insight is not None and events:
+            for ev in self.insight.on_events(events, now):
+                self.sink.event(ev, now)
 
     def _says(self, now: float) -> LogSays:
         if not self._judging():
@@ -274,14 +280,18 @@ class Session:
         notices = self.machine.feed(self._says(now))
         if self.probe is not None:
             notices += self.machine.feed(ProbeAnswer(now, self._probe_up()))
-        notices += self.machine.feed(Tick(now, self._cpu_if_stalling(now)))
+        activity = None
+        if self.insight is not None and self._judging():
+            activity, said = self.insight.tick(now, self.machine.log.phase)
+            self.emit(said)
+        notices += self.machine.feed(Tick(now, self._cpu_if_stalling(now), activity))
         for notice in notices:
             await self._tell(notice)
         return self.machine.outcome
 
     def _cpu_if_stalling(self, now: float) -> float | None:
         """CPU use only matters to a stall message: measured only once the silence is long."""
-        st = stall_state(self.opts.stall_s, self.machine.log.phase, now - self.machine.last_output)
+        st = stall_state(self.opts.stall_s, self.machine.log.phase, now - self.machine.quiet_since)
         return self._cpu_percent() if st is not None and st.warn else None
 
     async def _tell(self, notice: Notice) -> None:
@@ -289,6 +299,9 @@ class Session:
         if notice.kind == "stall":
             self.sink.event(Event("stall", now, {"phase": notice.phase, "silent_s": notice.silent_s,
                                                  "message": notice.message, "cpu_percent": notice.cpu_percent}), now)
+        elif notice.kind == "activity" and notice.activity is not None:
+            self.sink.event(Event("activity", now, {"phase": notice.phase, "silent_s": notice.silent_s,
+                                                    "message": notice.message, **notice.activity.to_json()}), now)
         elif notice.kind == "stalled":
             self.sink.event(Event("stalled", now, {"phase": notice.phase, "message": notice.message}), now)
         elif notice.kind == "timeout":

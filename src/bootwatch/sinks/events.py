@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
+from bootwatch.durations import fmt_duration
 from bootwatch.sinks.summary_text import render
 from bootwatch.text import shown
 from bootwatch.text.redact import redact_obj
@@ -87,9 +88,13 @@ class PlainSink:
                 count = f" {get('n')}/{get('total')}" if get("total") else ""
                 self._say(now, f"progress {phase}{count} {p * 100:.0f}%", node)
         elif k == "warning":
-            self._say(now, f"warning {get('kind')}: {get('text')}  (line {get('line_no')})", node)
-        elif k == "stall":
-            self._say(now, f"stall: {get('message')}", node)
+            where = f"  (line {get('line_no')})" if get("line_no") is not None else ""
+            self._say(now, f"warning {get('kind')}: {get('text')}{where}", node)
+        elif k in ("stall", "activity"):
+            self._say(now, f"{k}: {get('message')}", node)
+        elif k == "eta" and get("p50_s") is not None:
+            self._say(now, f"eta {get('phase')}: p50 {fmt_duration(get('p50_s'))}, p90 {fmt_duration(get('p90_s'))} "
+                      f"(from {get('n')} past startups, {get('basis')})", node)
         elif k == "ready":
             where = f" (line {get('line_no')})" if get("line_no") else ""
             self._say(now, f"READY{where}: {get('text', '')}", node)

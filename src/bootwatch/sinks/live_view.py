@@ -44,6 +44,8 @@ class PhaseView:
     done: bool = False
     duration: float | None = None  # once the next phase began
     rate_from: tuple[float, int] | None = None  # (wall time, n) of its first counted step, for the ETA
+    history: tuple[float, float, int] | None = None  # p50, p90 of its duration in past startups, and how many
+    bytes_eta: tuple[float, float] | None = None  # (wall time, seconds left) from the weights read so far
 
     @property
     def label(self) -> str:
@@ -115,13 +117,26 @@ class ServerView:
             where = f"line {get('line_no')}, " if get("line_no") else ""
             self.failed = shown(f"({where}{get('category', 'unknown')}): {text}")
             self.failed_runtime = bool(get("runtime"))
-        elif kind == "stall":
+        elif kind == "eta":
+            self._eta(ev, now)
+        elif kind in ("stall", "activity"):
             return shown(get("message", ""))
         elif kind == "launch":
             return f"a new launch starts at line {get('line_no')}"
         elif kind in ("stalled", "timeout"):
             self.end = (kind, shown(get("message", "")))
         return None
+
+    def _eta(self, ev: Event, now: float) -> None:
+        cur = self.current
+        if cur is None or cur.name != field_of(ev, "phase") or cur.draft != bool(field_of(ev, "draft")):
+            return
+        if field_of(ev, "basis") == "bytes":
+            cur.bytes_eta = (now, float(field_of(ev, "eta_s") or 0.0))
+            if cur.total is None and field_of(ev, "progress") is not None:
+                cur.progress = float(field_of(ev, "progress"))
+        elif field_of(ev, "p50_s") is not None:
+            cur.history = (float(field_of(ev, "p50_s")), float(field_of(ev, "p90_s")), int(field_of(ev, "n") or 0))
 
     def _begin(self, name: str, draft: bool, t: float | None, now: float) -> None:
         cur = self.current
@@ -144,12 +159,27 @@ class ServerView:
 
 
 def _eta(p: PhaseView, now: float) -> str:
-    if p.n is None or not p.total or p.rate_from is None or p.n >= p.total:
-        return ""
-    t0, n0 = p.rate_from
-    if p.n <= n0 or now <= t0:
-        return ""
-    return f"ETA {fmt_duration((p.total - p.n) / ((p.n - n0) / (now - t0)))}"
+    """From the log's own count, else the weights read, else past startups (with how many it rests on)."""
+    if p.n is not None and p.total and p.rate_from is not None and p.n < p.total:
+        t0, n0 = p.rate_from
+        if p.n > n0 and now > t0:
+            return f"ETA {fmt_duration((p.total - p.n) / ((p.n - n0) / (now - t0)))}"
+    band = ""
+    if p.history is not None:
+        p50, p90, n = p.history
+        band = f"(p90 {fmt_duration(max(0.0, p90 - (now - p.seen_at)))}) · from {n} startup{'s' if n != 1 else ''}"
+    if p.bytes_eta is not None:
+        t0, left = p.bytes_eta
+        return f"ETA {fmt_duration(max(0.0, left - (now - t0)))} (weights read)" + (f" · {band}" if band else "")
+    if p.history is not None:
+        p50, p90, n = p.history
+        took = now - p.seen_at
+        if took > p90:
+            return f"past its p90 ({fmt_duration(p90)}) · from {n} startup{'s' if n != 1 else ''}"
+        if took > p50:
+            return f"past its p50 ({fmt_duration(p50)}) {band}"
+        return f"ETA {fmt_duration(p50 - took)} {band}"
+    return ""
 
 
 def _line(text: str, style: str = "") -> Text:
@@ -261,7 +291,7 @@ class LiveSink:
         t = Table(box=None, show_header=False, pad_edge=False)
         t.add_column(width=22, no_wrap=True)
         t.add_column(justify="right", width=9)
-        t.add_column(width=44, no_wrap=True)
+        t.add_column(width=72, no_wrap=True)
         last = len(view.phases) - 1
         for i, p in enumerate(view.phases):
             if p.name == "ready":

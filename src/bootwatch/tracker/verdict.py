@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bootwatch.durations import fmt_duration
+from bootwatch.insight.signals import CHECKED, Activity
 
 
 class Outcome(StrEnum):
@@ -46,6 +47,11 @@ EXIT: dict[str, int] = {"ready": 0, "stopped": 0, "failed": 1, "died": 1, "usage
 
 # Minutes of silence are normal while weights download, kernels compile and the first batches warm up;
 # not while ranks rendezvous.
+# While the log is silent and the tree moves, say what moves after this much silence, again every
+# ACTIVITY_EVERY_S (or when what moves changes); a sample older than ACTIVITY_FRESH_S says nothing of now.
+ACTIVITY_AFTER_S = 5.0
+ACTIVITY_EVERY_S = 30.0
+ACTIVITY_FRESH_S = 5.0
 STALL_FACTOR = {"download": 3.0, "load_weights": 2.0, "load_draft": 2.0, "compile": 4.0, "cuda_graph": 3.0,
                 "warmup": 4.0, "kv_cache": 2.0, "distributed_init": 1.0, "start": 1.0, "config": 1.0}
 
@@ -107,6 +113,7 @@ class VerifyResult:
 class Tick:
     t: float
     cpu_percent: float | None = None  # the server's tree, when we know it
+    activity: Activity | None = None  # what the server's tree does (reads, CPU, compilers), when we know it
 
 
 @dataclass(frozen=True)
@@ -122,7 +129,8 @@ Signal = LogSays | Output | ProcessExit | ProbeAnswer | VerifyResult | Tick | In
 # ---- what the machine tells the session --------------------------------------------------------------------
 @dataclass(frozen=True)
 class Notice:
-    """Something to tell the user now: kind is stall | stalled | timeout | ready_by_probe | verify."""
+    """Something to tell the user now: kind is stall | stalled | timeout | ready_by_probe | verify | activity
+    (the log is silent but something moves)."""
 
     kind: str
     t: float
@@ -130,6 +138,7 @@ class Notice:
     phase: str = ""
     silent_s: float = 0.0
     cpu_percent: float | None = None
+    activity: Activity | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,9 @@ class VerdictMachine:
         self.input_ended = False
         self._stall_warned = False
         self._cpu: float | None = None
+        self.last_moved = start  # the last sample in which the tree moved (read, computed, compiled)
+        self._activity: Activity | None = None
+        self._activity_said: tuple[float, str] | None = None  # when, and what kind, last said
 
     # ---- input -------------------------------------------------------------------------------------------
     def feed(self, signal: Signal) -> list[Notice]:
@@ -179,6 +191,11 @@ class VerdictMachine:
             self.verify, self.verify_pending = signal, False
         elif isinstance(signal, Tick):
             self._cpu = signal.cpu_percent
+            a = signal.activity
+            if a is not None:
+                self._activity = a
+                if a.moved(self.log.phase):
+                    self.last_moved = max(self.last_moved, a.t)
         elif isinstance(signal, InputEnd):
             self.input_ended = True
         if self.outcome is not None:
@@ -238,18 +255,43 @@ class VerdictMachine:
             self.outcome = Outcome.DIED
         return []
 
+    @property
+    def quiet_since(self) -> float:
+        """Since when nothing has moved: no output, and (when the tree is watched) no reads, CPU or compiler."""
+        return max(self.last_output, self.last_moved)
+
+    def _say_activity(self, now: float) -> list[Notice]:
+        """The log is silent but the tree moves: say what, when it starts and then every so often (or when
+        what moves changes: reading, then compiling)."""
+        a, silent = self._activity, now - self.last_output
+        if silent < ACTIVITY_AFTER_S:
+            self._activity_said = None
+        if a is None or silent < ACTIVITY_AFTER_S or not a.moved(self.log.phase) or now - a.t > ACTIVITY_FRESH_S:
+            return []
+        said = self._activity_said
+        if said is not None and said[1] == a.kind and now - said[0] < ACTIVITY_EVERY_S:
+            return []
+        self._activity_said = (now, a.kind)
+        msg = f"no output for {fmt_duration(silent)} in {self.log.phase}, but it moves: {a.describe()}"
+        return [Notice("activity", now, msg, self.log.phase, round(silent, 1), activity=a)]
+
     def _stall(self, now: float) -> list[Notice]:
         phase = self.log.phase
-        st = stall_state(self.policy.stall_s, phase, now - self.last_output)
+        out = self._say_activity(now)
+        st = stall_state(self.policy.stall_s, phase, now - self.quiet_since)
         if st is None or not st.warn:
             self._stall_warned = False
-            return []
+            return out
         cpu = self._cpu
-        busy = "" if cpu is None else (f"; the server still uses CPU ({cpu:.0f}% of a core)" if cpu >= 5
-                                       else "; the server is idle (no CPU)")
-        msg = (f"no output for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)}){busy}; "
-               f"last line: {self.log.last_line[:200]}")
-        out = []
+        if self._activity is not None:
+            # What was checked is the evidence: nothing at all moved, not merely the log.
+            msg = (f"nothing moved for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)}): "
+                   f"{CHECKED}; last line: {self.log.last_line[:200]}")
+        else:
+            busy = "" if cpu is None else (f"; the server still uses CPU ({cpu:.0f}% of a core)" if cpu >= 5
+                                           else "; the server is idle (no CPU)")
+            msg = (f"no output for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)})"
+                   f"{busy}; last line: {self.log.last_line[:200]}")
         if not self._stall_warned:
             self._stall_warned = True
             out.append(Notice("stall", now, msg, phase, round(st.silent_s, 1), cpu))
