@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     r.add_argument("--exhaustive", action="store_true",
                    help="read every byte (by default reading starts a few launches before the end)")
+    r.add_argument("--html", metavar="FILE", help="also write the startup's timeline as one self-contained HTML file")
 
     def live_common(c: argparse.ArgumentParser) -> None:
         c.add_argument("--engine", choices=["sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown"])
@@ -80,6 +81,10 @@ def _parser() -> argparse.ArgumentParser:
         "(default XDG_DATA_HOME/bootwatch)/history.sqlite3."))
     h.add_argument("--json", action="store_true", help="one JSON object per startup, with its phases")
     h.add_argument("--limit", type=int, default=50, help="the last N startups (default 50)")
+    h.add_argument("--html", metavar="FILE", help="write their timelines (phases per startup, side by side) as one "
+                   "self-contained HTML file")
+    h.add_argument("--compare", nargs=2, type=int, metavar=("A", "B"),
+                   help="two startups side by side, phase by phase (ids from --json or --html)")
     return p
 
 
@@ -88,6 +93,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bootwatch.sinks.summary_text import render
 
     summary = analyze_path(args.log, engine=args.engine, rules=args.rules, exhaustive=args.exhaustive)
+    if args.html:
+        from bootwatch.sinks.html import report_timeline
+
+        report_timeline(args.html, summary, args.log)
     if args.json:
         sys.stdout.write(json.dumps(summary) + "\n")
     else:
@@ -127,7 +136,14 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.limit < 1:
                 raise UsageError(f"--limit {args.limit}: must be at least 1")
+            if args.compare:
+                history.compare(*args.compare, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
+                return 0
             entries = history.load(args.limit)
+            if args.html:
+                from bootwatch.sinks.html import write_timeline
+
+                write_timeline(args.html, entries, "bootwatch: startup history")
             if args.json:
                 for e in entries:
                     sys.stdout.write(json.dumps(e.to_json()) + "\n")

@@ -93,4 +93,74 @@ def render(entries: list[StoredStartup], console: Console) -> None:
     console.print(t)
 
 
-__all__ = ["load", "record", "render"]
+def compare(a: int, b: int, console: Console) -> None:
+    """Two startups side by side: what differs in how they were started, then each phase's duration and the
+    change. An id that is not in the store is a UsageError (exit 2)."""
+    import sqlite3
+
+    from bootwatch.store import StoreError, with_store
+
+    try:
+        found = with_store(lambda s: s.by_ids((a, b)))
+    except (OSError, sqlite3.Error, StoreError) as e:
+        raise UsageError(f"cannot read the history store ({_reason(e)})") from None
+    missing = [str(i) for i in (a, b) if i not in found]
+    if missing:
+        raise UsageError(f"--compare: no startup with id {' or '.join(missing)} in the history "
+                         "(ids: bootwatch history --json)")
+    sa, sb = found[a], found[b]
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    t.add_column("")
+    t.add_column(f"#{a}", overflow="fold")
+    t.add_column(f"#{b}", overflow="fold")
+    t.add_column("change")
+
+    def took(s: StoredStartup) -> float | None:
+        return s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
+
+    def when(s: StoredStartup) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_at))
+
+    t.add_row(Text("started"), Text(when(sa)), Text(when(sb)), Text(""))
+    for label, va, vb in (("engine", sa.engine, sb.engine), ("version", sa.engine_version, sb.engine_version),
+                          ("model", sa.model, sb.model), ("host", sa.host, sb.host),
+                          ("outcome", sa.verdict, sb.verdict)):
+        t.add_row(Text(label), _text(va), _text(vb), Text("" if va == vb else "differs", style="yellow"))
+    for key in sorted(set(sa.args) | set(sb.args)):
+        va, vb = sa.args.get(key), sb.args.get(key)
+        t.add_row(_text(key), _text(va), _text(vb), Text("" if va == vb else "differs", style="yellow"))
+    order: list[tuple[str, bool]] = []
+    for s in (sa, sb):
+        for p in s.phases:
+            if p.name != "ready" and (p.name, p.draft) not in order:
+                order.append((p.name, p.draft))
+    for name, draft in order:
+        da = _phase_total(sa, name, draft)
+        db = _phase_total(sb, name, draft)
+        t.add_row(_text(("draft:" if draft else "") + name), Text(fmt_duration(da)), Text(fmt_duration(db)),
+                  _change(da, db))
+    ta, tb = took(sa), took(sb)
+    t.add_row(Text("to ready" if sa.verdict == sb.verdict == "ready" else "total", style="bold"),
+              Text(fmt_duration(ta)), Text(fmt_duration(tb)), _change(ta, tb))
+    t.add_row(Text("root cause"), _text(sa.root_cause), _text(sb.root_cause), Text(""))
+    console.print(t)
+
+
+def _phase_total(s: StoredStartup, name: str, draft: bool) -> float | None:
+    """A phase's time, summed when it was entered more than once; None when never entered or not timed."""
+    durations = [p.duration_s for p in s.phases if p.name == name and p.draft == draft]
+    if not durations or any(d is None for d in durations):
+        return None
+    return float(sum(d for d in durations if d is not None))
+
+
+def _change(a: float | None, b: float | None) -> Text:
+    if a is None or b is None:
+        return Text("")
+    delta = b - a
+    ratio = f" ({b / a:.2f}×)" if a > 0 else ""
+    style = "red" if delta > max(1.0, 0.2 * a) else "green" if -delta > max(1.0, 0.2 * a) else ""
+    return Text(f"{'+' if delta >= 0 else '-'}{fmt_duration(abs(delta))}{ratio}", style=style)
+
+
+__all__ = ["compare", "load", "record", "render"]

@@ -177,6 +177,14 @@ class Store:
         """The last `limit` startups, oldest first."""
         return list(reversed(self._query(f"{_SELECT} ORDER BY id DESC LIMIT ?", (limit,))))
 
+    def by_ids(self, ids: Iterable[int]) -> dict[int, StoredStartup]:
+        """The startups with these ids (those that exist), by id."""
+        wanted = sorted({int(i) for i in ids})
+        if not wanted:
+            return {}
+        marks = ", ".join("?" * len(wanted))
+        return {s.id: s for s in self._query(f"{_SELECT} WHERE id IN ({marks})", wanted) if s.id is not None}
+
     def similar(self, engine: str, model: str | None, args: dict[str, Any], host: str | None,
                 limit: int) -> Similar:
         """Past ready startups like this one, the closest kind that exists: same engine, model and arguments;
