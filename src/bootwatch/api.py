@@ -184,6 +184,20 @@ def _seconds(value: Duration | None, what: str) -> float | None:
     return float(value)
 
 
+def display_name(argv: Sequence[str]) -> str:
+    """What a person calls the server: past `env VAR=value`, a Python's `-m module`."""
+    rest = list(argv)
+    if rest and Path(rest[0]).name == "env":
+        rest = rest[1:]
+        while rest and ("=" in rest[0] or rest[0].startswith("-")):
+            rest = rest[1:]
+    if not rest:
+        return Path(argv[0]).name if argv else "server"
+    if Path(rest[0]).name.startswith("python") and "-m" in rest[:-1]:
+        return rest[rest.index("-m") + 1]
+    return Path(rest[0]).name
+
+
 def _argv(cmd: str | Sequence[str]) -> list[str]:
     argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
     if not argv:
@@ -381,7 +395,7 @@ class Launch:
         report = Report(summary)
         if report.verdict is not Verdict.READY:
             await started.stop()
-            raise_for(report, log.path, Path(self.argv[0]).name)
+            raise_for(report, log.path, display_name(self.argv))
         url = session.probe.url if session.probe is not None else self.url
         self.server = Server(self.argv, process.pid, url, log.path, report, sink.events, process)
         return self.server

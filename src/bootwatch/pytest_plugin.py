@@ -85,7 +85,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = outcome.get_result()
     if not report.failed:
         return
-    from bootwatch.api import ServerError
+    from bootwatch.api import ServerError, display_name
 
     exc = call.excinfo.value if call.excinfo is not None else None
     if isinstance(exc, ServerError):
@@ -96,7 +96,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if not server.alive():
             with contextlib.suppress(Exception):  # the report must not fail because the log went away
                 again = server.analyze()
-                text = (f"{Path(server.argv[0]).name} (pid {server.pid}) is no longer running "
+                text = (f"{display_name(server.argv)} (pid {server.pid}) is no longer running "
                         f"(exit status {server.exit_code()})\n{again.text(str(server.log_path))}"
                         f"log: {server.log_path}\n")
                 report.sections.append(("bootwatch: a server died", text))
