@@ -31,7 +31,7 @@ _OPTIONS.max_mem = 32 << 20
 _OPTIONS.log_errors = False  # its errors become our one-line message, not absl noise on stderr
 
 KINDS = ("detect", "launch", "flag", "phase", "progress", "ready", "fatal", "suspect", "detail", "benign",
-         "fact", "warning", "category")
+         "fact", "warning", "category", "stats")
 FATAL_ROLES = ("cause", "death", "wrapper", "cause_before")
 # Rule sets that engines extend; not engines themselves.
 SHARED = ("python", "uvicorn", "ggml")
@@ -56,6 +56,9 @@ class Rule:
     message: str | None = None  # warning: what to tell the user
     weight: int = 1  # detect: when several engines' signs are on one line, the heaviest wins
     levels: tuple[str, ...] = ()  # only lines at these levels
+    # stats: the numbers are read from the raw line with this pattern (TGI keeps them in the span, before the
+    # message the pattern matches); None: from the pattern's own named groups
+    fields: re2._Regexp | None = None
 
 
 @dataclass
@@ -160,7 +163,7 @@ def compile_pattern(pattern: str, where: str) -> re2._Regexp:
 _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "pattern": str, "example": (str, list), "name": str, "role": str, "category": str, "repeat": str,
     "done": bool, "unless": str, "message": str, "weight": int, "levels": list, "note": str, "draft": bool,
-    "needs": str, "first_only": bool,
+    "needs": str, "first_only": bool, "fields": str,
 }
 _TOP_KEYS = {"engine", "extends", "processes", "runs", "display", "health", *KINDS}
 
@@ -224,6 +227,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                 done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"),
                 needs=e.get("needs"), first_only=bool(e.get("first_only", False)),
                 message=e.get("message"), weight=int(e.get("weight", 1)), levels=tuple(e.get("levels", ())),
+                fields=compile_pattern(e["fields"], where) if "fields" in e else None,
             ))
     return name, extends, er
 
