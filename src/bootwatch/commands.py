@@ -17,7 +17,16 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
-from bootwatch.analyze import Analyzer, analyze_file, launch_marker, looks_binary, open_log, rules_for, year_of
+from bootwatch.analyze import (
+    Analyzer,
+    analyze_file,
+    count_lines,
+    launch_marker,
+    looks_binary,
+    open_log,
+    rules_for,
+    year_of,
+)
 from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.errors import UsageError
 from bootwatch.guard import Guard
@@ -104,6 +113,9 @@ async def replay(args: Any) -> int:
 def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
     """Read what the file already holds (from `start`) up to its last complete line; returns where it ended.
     Its events are not kept (a 1 GB history would hold a million); `Tracker.snapshot` says where it stands."""
+    if start:
+        # Line numbers count from the top of the file, skipped launches included (what `report` says too).
+        analyzer.next_no = count_lines(path, start) + 1
     with path.open("rb") as f:
         f.seek(start)
         fed, _ = analyze_file(f, analyzer, str(path), complete_only=True, clock=time.time)
@@ -207,7 +219,8 @@ async def _watch_one(spec: Spec, args: Any) -> int:
     sink = make_sink(args, [(spec.label, analyzer)], spec.text)
     f = _open_source(spec, analyzer, sink, args)
     probe = HttpProbe(args.url) if args.url else None
-    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=f.await_new)
+    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=f.await_new,
+                   follow_after_ready=bool(getattr(args, "follow", False)))
     session = Session(analyzer, sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death,
                       insight=watch_insight(analyzer, getattr(args, "pid", None)))
     try:

@@ -16,6 +16,7 @@ import psutil
 from bootwatch.analyze import Analyzer
 from bootwatch.insight.live import Insight
 from bootwatch.probes.http import HttpProbe
+from bootwatch.serving.scrape import follow_metrics
 from bootwatch.sources.process import ServerProcess, describe_exit
 from bootwatch.tracker import Event
 from bootwatch.tracker.summary import Summary
@@ -85,6 +86,7 @@ class Session:
         self.verify_result: VerifyResult | None = None
         self._baseline_launches = 0
         self._prober: asyncio.Task[None] | None = None
+        self._scraper: asyncio.Task[None] | None = None  # /metrics once ready, when following after ready
 
     # ---- helpers -----------------------------------------------------------------------------------
     @property
@@ -268,8 +270,11 @@ class Session:
             if seen != self._bytes_seen:
                 self._bytes_seen = seen
                 self.machine.feed(Output(now))
-        self.emit(self.tracker.settle(now))
+        alive = None if self.server is None else self.server.poll() is None
+        self.emit(self.tracker.settle(now, server_alive=alive))
         self._probe_from_log()
+        if self._scraper is None and self.opts.follow_after_ready and self.probe is not None and self._says(now).ready:
+            self._scraper = asyncio.create_task(follow_metrics(self.probe.url, self.tracker, self.emit))
         if await self._exits(now):
             return self.machine.outcome
         if self.input_done and self.opts.replay and not self.machine.input_ended:
@@ -312,7 +317,7 @@ class Session:
             await self._verify()
 
     async def stop(self) -> None:
-        for task in (self._reader, self._prober):
+        for task in (self._reader, self._prober, self._scraper):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(BaseException):
@@ -368,9 +373,5 @@ class Session:
 
 
 def _file_size(server: ServerProcess | None) -> int:
-    if server is None:
-        return 0
-    try:
-        return server.log_path.stat().st_size
-    except OSError:
-        return 0
+    # The file the server writes, not the path: after a logrotate the path is another file.
+    return 0 if server is None else server.log_size()

@@ -75,6 +75,8 @@ _STREAM_WRAP = re.compile(r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?\[(?:stdout|
 # kubectl logs --prefix "[pod/name/container] ", and a launcher's "2026-05-17 10:44:45.483 | " before each line.
 _KUBECTL = re.compile(r"\[pod/[\w.\-]+/[\w.\-]+\] ")
 _STAMP_BAR = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? \| ")
+# Docker Desktop's log view puts its own stamp before the server's bracketed one: "2025-02-04 21:21:33 [2025-…"
+_BARE_STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? (?=\[\d{4}-|\()")
 # Go servers (Ollama, LocalAI). slog: 'time=2024-07-28T14:31:48.554-04:00 level=ERROR source=sched.go:443 msg="…" k=v';
 # the standard log package: "2024/12/05 01:56:09 routes.go:1158: INFO …"; zerolog's console: " 6:36PM INF …".
 _SLOG = re.compile(
@@ -138,7 +140,8 @@ def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
         if m and (not _TGI.match(text, pos) or _VLLM.match(text, m.end())):
             pos, t = m.end(), _stamp(m, year)
             continue
-        m = _STREAM_WRAP.match(text, pos) or _KUBECTL.match(text, pos) or _STAMP_BAR.match(text, pos)
+        m = (_STREAM_WRAP.match(text, pos) or _KUBECTL.match(text, pos) or _STAMP_BAR.match(text, pos)
+             or _BARE_STAMP.match(text, pos))
         if m:
             pos = m.end()
             continue

@@ -6,7 +6,7 @@ from typing import Any
 # The SPEC's event kinds, plus "launch" (a new launch began in the same log) and "line" (the last
 # meaningful line, for live views).
 KINDS = ("launch", "phase", "progress", "fact", "warning", "stall", "ready", "failed", "timeout", "stalled",
-         "line")
+         "line", "serving")
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ _CHAIN = ("During handling of the above exception, another exception occurred:",
 # "KeyError: 'x'", "torch.OutOfMemoryError: CUDA out of memory…", "asyncio.exceptions.CancelledError"
 EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:: .*|:)?$")
 EXC_NAME = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)")
+_INNER_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\(.*\)$")
 _MAX_KEEP = 40  # context lines kept per traceback: memory stays bounded for tracebacks of any length
 _MAX_STRAY = 60  # unrelated bare lines tolerated inside an open traceback before it is dropped
 
@@ -38,6 +39,7 @@ class Traceback:
     exceptions: list[tuple[int, str]] = field(default_factory=list)  # (line_no, text), chain order
     context: list[str] = field(default_factory=list)
     state: str = "frames"  # frames -> linger (after an exception line) -> chain (after a chain marker)
+    last_assert: tuple[int, str] | None = None  # the `assert …` source line a bare AssertionError comes from
     idle: int = 0  # lines seen in linger/chain state, or stray lines in frames state
     # exception line -> its indented continuation (line number, text)
     details: dict[int, tuple[int, str]] = field(default_factory=dict)
@@ -93,6 +95,8 @@ class TracebackAssembler:
         if tb.state == "frames":
             if not stripped or indented:
                 tb.keep(line.raw)
+                if stripped.startswith("assert "):
+                    tb.last_assert = (line.no, text)
                 return True, None
             if stripped in _CHAIN:
                 tb.state, tb.idle = "chain", 0
@@ -115,6 +119,15 @@ class TracebackAssembler:
         if indented and stripped and tb.state == "linger" and tb.exceptions[-1][0] not in tb.details:
             # The message goes on below the exception line (pydantic: "  Value error, ...").
             tb.details[tb.exceptions[-1][0]] = (line.no, stripped)
+        continued = tb.state == "linger" and tb.exceptions[-1][1].endswith(":") and tb.idle < 8
+        if continued and stripped and not indented:
+            # A message that continues below its exception line (Triton's "CompilationError: at 1:0:", then the
+            # kernel's source, then the error it hit): the inner exception, if one is quoted, says why.
+            if _INNER_EXC.match(stripped):
+                tb.details[tb.exceptions[-1][0]] = (line.no, stripped)
+            tb.idle += 1
+            tb.keep(line.raw)
+            return True, None
         if not stripped or (indented and tb.state == "linger"):
             tb.idle += 1
             if tb.idle > 8:

@@ -12,6 +12,7 @@ from typing import Any
 
 from bootwatch.engines.rules import Rule, RuleBook
 from bootwatch.lines import Line
+from bootwatch.serving import ServingTracker
 from bootwatch.tracker import derived
 from bootwatch.tracker.candidates import (
     Candidate,
@@ -34,6 +35,7 @@ _LAUNCH_WEIGHT = 3  # a launch banner names its engine
 _FMT_MAX = 2  # evidence a prefix family can give at most
 _FMT_MAX_OF = {"slog": 6}  # a Go server's slog records with their source files are Ollama's through and through
 _REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
+_BARE_ASSERT = re.compile(r"^(?:\w+\.)*AssertionError:?\s*$")
 _VALIDATION_SUMMARY = re.compile(r"ValidationError: \d+ validation errors? for ")
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 _EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
@@ -60,16 +62,19 @@ def _value(raw: str) -> Any:
 
 
 class Tracker:
-    def __init__(self, book: RuleBook, engine: str | None = None, grace_s: float = 1.5) -> None:
+    def __init__(self, book: RuleBook, engine: str | None = None, grace_s: float = 1.5,
+                 quiet_fail_s: float = 5.0) -> None:
         self.book = book
         self.forced = engine
         self.grace_s = grace_s
+        self.quiet_fail_s = quiet_fail_s
         self.launch: Launch | None = None
         self.launches = 0
         self.tb = TracebackAssembler()
         self.exit_info: dict[str, Any] | None = None
         self.tail: tuple[int, str] | None = None  # the last non-blank line the reader saw (number, text)
         self._last_evidence_t: float | None = None
+        self.serving = ServingTracker()
 
     # ---- input -------------------------------------------------------------------------------------
     @property
@@ -108,6 +113,8 @@ class Tracker:
             matched |= self._phases(launch, sel.get("phase", ()), line, t, ev)
             matched |= self._progress(launch, sel.get("progress", ()), line, t, ev)
             matched |= self._ready(launch, sel.get("ready", ()), line, t, ev)
+        elif "stats" in sel:
+            ev += self.serving.feed_line(launch, line, sel["stats"])  # after ready: throughput, queue, findings
         if not benign:
             matched |= self._evidence(launch, sel, line, t, ev)
         if any(r.kind in _EVIDENCE_KINDS for r in hits):
@@ -453,9 +460,13 @@ class Tracker:
         c.line_no, c.text = pick
         detail = tb.details.get(pick[0])
         c.detail = detail[1] if detail else None
-        if detail is not None and _VALIDATION_SUMMARY.search(c.text):
-            # pydantic's exception line only counts the errors; the line below it says what is wrong.
+        if detail is not None and (_VALIDATION_SUMMARY.search(c.text) or c.text.endswith(":")):
+            # pydantic's exception line only counts the errors, and a message cut at its colon continues below:
+            # the line below says what is wrong.
             c.line_no, c.text, c.detail = detail[0], detail[1], c.text
+        elif tb.last_assert is not None and _BARE_ASSERT.match(c.text) and tb.last_assert[0] < c.line_no:
+            # A bare AssertionError says nothing; the assertion that failed, quoted in the last frame, does.
+            c.line_no, c.text, c.detail = tb.last_assert[0], tb.last_assert[1].strip(), c.text
         c.chain = [t for _, t in tb.exceptions]
         c.wrapper = any(r.regex.search(c.text) for r in wrappers)
 
@@ -485,19 +496,32 @@ class Tracker:
             launch.close_phase(launch.last_no, launch.last_t)
         ev.append(Event("failed", launch.last_t, {**f, "runtime": runtime}))
 
-    def settle(self, now: float) -> list[Event]:
-        """Live: a death seen in the log becomes a verdict once the log has been quiet for a moment,
-        so that the traceback that explains it has been printed."""
+    def settle(self, now: float, server_alive: bool | None = None) -> list[Event]:
+        """Live: a death seen in the log becomes a verdict once the log has been quiet for a moment, so that
+        the traceback that explains it has been printed. Weaker evidence (a traceback, an exception logged as an
+        error, with no death line after it) becomes one after a longer quiet, and only when nothing says the
+        server still runs: what `finish` would call a failure if the log ended there."""
         ev: list[Event] = []
         launch = self.launch
-        if launch is None or self._last_evidence_t is None:
+        if launch is None:
             return ev
+        quiet = now - max(self._last_evidence_t or 0.0, launch.last_t or 0.0)
         pending = launch.dying if launch.ready is None else launch.dying_after_ready
-        quiet_since = max(self._last_evidence_t, launch.last_t or 0.0)
-        if pending is not None and now - quiet_since >= self.grace_s:
+        if pending is not None and self._last_evidence_t is not None and quiet >= self.grace_s:
             self.tb.flush()
             self._decide(launch, ev)
+        elif (launch.ready is None and launch.failure is None and server_alive is not True
+              and quiet >= self.quiet_fail_s and self._ends_failed(launch, flush=False)):
+            self.tb.flush()
+            if self._ends_failed(launch, flush=True):
+                self._decide(launch, ev)
         return ev
+
+    def _ends_failed(self, launch: Launch, flush: bool) -> bool:
+        """Would the log, ended here, be a failed startup? (Open tracebacks count only once flushed.)"""
+        return launch.dying is not None or any(
+            not c.cancelled and (c.kind in ("traceback", "fatal") or c.kind == "loose" and self._last_words(launch, c))
+            for c in launch.candidates) or (not flush and self.tb.busy)
 
     @staticmethod
     def _last_words(launch: Launch, c: Candidate) -> bool:
@@ -548,9 +572,7 @@ class Tracker:
             return ev
         self.tb.flush()
         if launch.ready is None:
-            live = [c for c in launch.candidates if not c.cancelled and (
-                c.kind in ("traceback", "fatal") or c.kind == "loose" and self._last_words(launch, c))]
-            if launch.dying is not None or live:
+            if self._ends_failed(launch, flush=True):
                 self._decide(launch, ev)
         elif launch.dying_after_ready is not None:
             self._decide(launch, ev)
@@ -614,7 +636,7 @@ class Tracker:
             warnings=list(launch.warnings),
             runtime_failure=launch.runtime_failure,
             extra={"launches": self.launches, "exit": self.exit_info, "launch_start_line": launch.start_line,
-                   "last_line_no": launch.last_no},
+                   "last_line_no": launch.last_no, "serving": self.serving.summary()},
         )
 
 

@@ -1,0 +1,33 @@
+"""What every sink is: the live session and the commands hand it events, notes and the final summary."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from bootwatch.tracker import Event
+
+
+class Sink(Protocol):
+    def event(self, ev: Event, now: float) -> None: ...
+
+    def note(self, now: float, text: str) -> None: ...
+
+    def close(self, summary: dict[str, Any], now: float) -> None: ...
+
+
+class NullSink:
+    """Keeps what it is told (for tests and for callers that only want the summary)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.notes: list[str] = []
+        self.summary: dict[str, Any] | None = None
+
+    def event(self, ev: Event, now: float) -> None:
+        self.events.append(ev)
+
+    def note(self, now: float, text: str) -> None:
+        self.notes.append(text)
+
+    def close(self, summary: dict[str, Any], now: float) -> None:
+        self.summary = summary
