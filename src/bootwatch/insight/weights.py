@@ -16,6 +16,7 @@ MODEL_FLAGS = ("--model", "-m", "--model-path", "--model-dir", "--model_path")
 SERVE_WORDS = ("serve",)
 # llama.cpp splits a GGUF as NAME-00001-of-00005.gguf: one named shard means the whole set.
 GGUF_SHARD = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+PYTHON = re.compile(r"^python[\d.]*$")
 MAX_FILES = 4096  # a directory with more candidate files than this is not a model directory
 
 
@@ -31,6 +32,8 @@ def model_paths_from_argv(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
     for i, a in enumerate(argv):
         for flag in MODEL_FLAGS:
+            if flag == "-m" and i > 0 and PYTHON.match(os.path.basename(argv[i - 1])):
+                continue  # `python -m sglang.launch_server`: a module, not the model
             if a == flag and i + 1 < len(argv):
                 out.append(argv[i + 1])
             elif a.startswith(flag + "=") and flag.startswith("--"):
