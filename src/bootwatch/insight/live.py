@@ -48,6 +48,7 @@ class Insight:
         self._phase: tuple[str, bool, float] | None = None  # name, draft, since
         self._models_tried: set[str] = set()
         self._bytes_eta_t = 0.0
+        self._start_said = False
 
     # ---- history -----------------------------------------------------------------------------------
     def _refresh_book(self) -> Book | None:
@@ -82,7 +83,9 @@ class Insight:
         out: list[Event] = []
         for ev in events:
             if ev.kind == "launch":
-                self._phase = None
+                self._phase, self._start_said = None, False
+            if not self._start_said and self._phase is None:
+                out += self._start_eta(now)
             if ev.kind != "phase":
                 continue
             name, draft = str(ev.data.get("name")), bool(ev.data.get("draft"))
@@ -107,6 +110,17 @@ class Insight:
                 if eta is not None:
                     out.append(eta)
         return out
+
+    def _start_eta(self, now: float) -> list[Event]:
+        """The first phase begins before any line says so: its ETA (and the whole startup's) once the engine
+        is known. Its length is not judged for regressions: where it began depends on when we looked."""
+        launch = self.tracker.launch
+        if launch is None or launch.engine == "unknown" or not launch.phases or launch.phases[0].name != "start":
+            return []
+        self._start_said = True
+        book = self._refresh_book()
+        eta = self._eta("start", False, book, now) if book is not None else None
+        return [eta] if eta is not None else []
 
     @staticmethod
     def _eta(name: str, draft: bool, book: Book, t: float) -> Event | None:
