@@ -242,3 +242,28 @@ def test_run_a_sleeping_server_is_stalled_after_the_stall_time(tmp_path: Path) -
     assert stalled and CHECKED in stalled[0]["message"] and stalled[0]["phase"] == "load_weights"
     assert not [e for e in events if e["event"] == "activity"]
     assert 4 <= took < 50  # load_weights' limit is twice --stall
+
+
+def test_the_live_view_shows_history_and_bytes_etas() -> None:
+    from rich.console import Console
+
+    from bootwatch.sinks.live_view import LiveSink
+
+    def shown(sink: LiveSink, now: float) -> str:
+        with open(os.devnull, "w") as null:
+            cap = Console(width=160, record=True, file=null)
+            cap.print(sink.render(now))
+            return cap.export_text()
+
+    with open(os.devnull, "w") as null:
+        sink = LiveSink(["s"], "x.log", Console(file=null, width=160), clock=lambda: 1010.0)
+        try:
+            sink.event(Event("phase", 1000.0, {"name": "load_weights", "line_no": 3}), 1000.0)
+            sink.event(Event("eta", 1000.0, {"phase": "load_weights", "draft": False, "p50_s": 250.0,
+                                              "p90_s": 360.0, "n": 5, "basis": "engine+model"}), 1000.0)
+            assert "ETA 4m00s (p90 5m50s) · from 5 startups" in shown(sink, 1010.0)
+            sink.event(Event("eta", 1010.0, {"phase": "load_weights", "basis": "bytes", "eta_s": 70.0,
+                                              "progress": 0.57}), 1010.0)
+            assert "ETA 1m10s (weights read)" in shown(sink, 1010.0)
+        finally:
+            sink.live.stop()
