@@ -23,7 +23,6 @@ if TYPE_CHECKING:
         ServerIncomplete,
         ServerStalled,
         ServerTimeout,
-        analyze,
         launch,
         watch,
         watch_async,
@@ -71,4 +70,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bootwatch' has no attribute {name!r}")
 
 
-__all__ = [*_API, "UsageError", "__version__"]
+__all__ = ["Launch", "Report", "Server", "ServerError", "ServerFailed", "ServerIncomplete", "ServerStalled",
+           "ServerTimeout", "UsageError", "__version__", "analyze", "launch", "watch", "watch_async"]
