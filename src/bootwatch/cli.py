@@ -45,6 +45,14 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--then", metavar="CMD", help="once ready, run CMD through the shell; exit with its code "
                        "(with --json its output goes to stderr and the summary, last, records it)")
 
+    def export(c: argparse.ArgumentParser) -> None:
+        c.add_argument("--metrics-port", type=int, metavar="PORT", help="serve the startup's phase, progress, ETA "
+                       "and verdict as Prometheus metrics on PORT while it starts (and after, while bootwatch runs)")
+        c.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                       help="address for --metrics-port (default 127.0.0.1)")
+        c.add_argument("--state", metavar="FILE", help="keep FILE (JSON, replaced atomically) up to date for "
+                       "`bootwatch probe --state FILE`")
+
     w = sub.add_parser("watch", help="follow a server that is starting elsewhere", description=(
         "Follow a server's log until it is ready, failed, stalled or timed out. SOURCE is a local file, "
         "ssh://[user@]host[:port]/path or [user@]host:/path (through the system ssh client), docker://CONTAINER "
@@ -69,12 +77,24 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--detach", action="store_true", help="exit 0 once ready and leave the server running")
     live_common(rn)
     timing(rn)
+    export(rn)
     rn.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
 
     rp = sub.add_parser("replay", help="play a recorded log as if the server were starting now")
     rp.add_argument("log")
     rp.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = at once")
     live_common(rp)
+
+    pr = sub.add_parser("probe", help="a Kubernetes exec probe: fails only when the server is dead or stalled",
+                        description="Exit 0 when the server is ready or starting; 1 when it failed or died, 4 when "
+                        "it stalled (never for elapsed time); with --ready, 3 while it is still starting. Reads "
+                        "the state a `watch --state FILE` or `run --state FILE` keeps, or else the LOG itself.")
+    pr.add_argument("log", nargs="?", metavar="LOG", help="the server's log (when no state file, or it is stale)")
+    pr.add_argument("--state", metavar="FILE", help="the state file of a watch or run")
+    pr.add_argument("--stall", type=parse_duration, metavar="DUR",
+                    help="also fail (exit 4) when the log is silent this long, longer in phases silent by nature")
+    pr.add_argument("--ready", action="store_true", help="exit 3 while still starting: 0 only once ready")
+    pr.add_argument("--json", action="store_true", help="one JSON object: status, phase, detail, exit_code")
 
     h = sub.add_parser("history", help="past startups seen on this machine (by watch and run)", description=(
         "Past startups seen by watch and run on this machine, oldest first, from the store in BOOTWATCH_HOME "
@@ -131,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "probe":
+            from bootwatch.probe import main as probe_main
+
+            return probe_main(args)
         if args.command == "history":
             from bootwatch.sinks import history
 

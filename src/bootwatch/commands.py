@@ -48,6 +48,15 @@ from bootwatch.text import redact, shown
 
 
 def make_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> Any:
+    sink = _user_sink(args, analyzers, source)
+    if getattr(args, "metrics_port", None) is None and not getattr(args, "state", None):
+        return sink
+    from bootwatch.sinks.metrics import with_extras  # prometheus_client only when asked for
+
+    return with_extras(sink, args, source)
+
+
+def _user_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> Any:
     if args.json:
         return JsonSink()
     if sys.stdout.isatty():
@@ -438,6 +447,8 @@ async def _run_started(args: Any, server: ServerProcess, log: ServerLog, analyze
                        url: str | None, critical: tuple[str, ...], guard: Guard, stop: Interrupts) -> int:
     log_path = log.path
     sink.note(time.time(), f"started pid {server.pid}: {shlex.join(server.argv)}  (log: {log_path})")
+    if hasattr(sink, "set_server"):  # the probe's state file names the server's pid
+        sink.set_server(server.pid)
     probe = HttpProbe(url) if url else None
     follower = FdFollower(log.read_fd, start=server.start_offset)
     follow = not args.detach and not args.then

@@ -1,0 +1,159 @@
+"""The probe's state file: what a `watch` or `run` knows of a startup, for `bootwatch probe` to read.
+
+One small JSON object, replaced atomically (written to a temporary file in the same directory, then renamed)
+on every phase, progress step, verdict and stall warning, and at least every HEARTBEAT_S: a reader never
+sees half a file, and an old heartbeat says the writer is gone. It holds no log text but the root cause,
+masked like every other output.
+
+    {"version": 1, "pid": 123, "heartbeat": 1760000000.0, "started": ..., "source": "server.log",
+     "state": "starting | ready | failed | stalled | timeout | incomplete | died | stopped",
+     "phase": "load_weights", "progress": 0.4, "last_event": ..., "stall_warning": false,
+     "root_cause": null, "server_pid": 456}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the probe reads this module and must not pay for the tracker's import
+    from bootwatch.tracker import Event
+
+VERSION = 1
+HEARTBEAT_S = 2.0
+# Heartbeats missed before the writer counts as gone (a loaded node can pause a process for seconds).
+STALE_AFTER_S = 15.0
+
+
+@dataclass
+class ProbeState:
+    pid: int
+    started: float
+    source: str
+    state: str = "starting"
+    phase: str | None = None
+    progress: float | None = None
+    last_event: float | None = None
+    stall_warning: bool = False
+    root_cause: str | None = None
+    server_pid: int | None = None
+    heartbeat: float = 0.0
+    version: int = VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(d.pop("extra"))
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProbeState:
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        return cls(**{k: v for k, v in d.items() if k in known},
+                   extra={k: v for k, v in d.items() if k not in known})
+
+
+def write_atomic(path: Path, data: dict[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.chmod(tmp, 0o644)  # a probe may run as another user (an exec probe in a sidecar)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read(path: Path) -> ProbeState:
+    with path.open() as f:
+        return ProbeState.from_json(json.load(f))
+
+
+_TERMINAL = {"ready": "ready", "failed": "failed", "stalled": "stalled", "timeout": "timeout"}
+
+
+class StateSink:
+    """A sink that keeps the state file up to date. The heartbeat thread rewrites it while nothing happens:
+    a silent phase must not look like a dead watcher."""
+
+    def __init__(self, path: Path, source: str, server_pid: int | None = None,
+                 heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.path = path
+        self.state = ProbeState(pid=os.getpid(), started=time.time(), source=source, server_pid=server_pid)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._write()
+        self._thread = threading.Thread(target=self._beat, args=(heartbeat_s,), name="bootwatch-state", daemon=True)
+        self._thread.start()
+
+    def _write(self) -> None:
+        with self._lock:
+            self.state.heartbeat = time.time()
+            with contextlib.suppress(OSError):  # a full disk must not stop the watch; the probe sees a stale file
+                write_atomic(self.path, self.state.to_json())
+
+    def _beat(self, every: float) -> None:
+        while not self._stop.wait(every):
+            self._write()
+
+    def note(self, now: float, text: str) -> None:
+        pass
+
+    def event(self, ev: Event, now: float) -> None:
+        from bootwatch.text import redact
+
+        s, k, d = self.state, ev.kind, ev.data
+        s.last_event = now
+        if k == "phase" and d.get("name"):
+            s.phase, s.progress = str(d["name"]), None
+            s.stall_warning = False
+        elif k == "progress" and d.get("progress") is not None:
+            s.progress, s.stall_warning = float(d["progress"]), False
+        elif k == "stall":
+            s.stall_warning = True
+        elif k == "ready":
+            s.state, s.phase, s.progress = "ready", "ready", 1.0
+        elif k == "failed":
+            # After readiness the server died: the startup stays ready, the server does not.
+            s.state = "died" if d.get("runtime") else "failed"
+            s.root_cause = redact(str(d.get("text") or "")) or None
+        elif k in ("stalled", "timeout"):
+            s.state = k
+        else:
+            return
+        self._write()
+
+    def set_server(self, pid: int) -> None:
+        self.state.server_pid = pid
+        self._write()
+
+    def close(self, summary: dict[str, Any], now: float) -> None:
+        from bootwatch.text import redact
+
+        self._stop.set()
+        s = self.state
+        verdict = str(summary.get("verdict") or "incomplete")
+        if verdict == "ready":
+            rf = summary.get("runtime_failure") or {}
+            exit_info = summary.get("exit")
+            s.state = "died" if rf or (s.state == "died") else ("stopped" if exit_info else "ready")
+        else:
+            s.state = verdict
+        failure = summary.get("failure") or summary.get("runtime_failure") or {}
+        if failure.get("text"):
+            s.root_cause = redact(str(failure["text"]))
+        # The watcher leaves: its last word stays, and its heartbeat stops (a reader sees `final`).
+        s.extra["final"] = True
+        self._write()
+
+
+__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "ProbeState", "StateSink", "read", "write_atomic"]

@@ -1,0 +1,209 @@
+"""Prometheus export (`--metrics-port`): the startup as gauges, served while the server is still starting.
+
+An engine's own /metrics comes up with its HTTP server, after the startup; an autoscaler or a dashboard
+sees nothing of the minutes before. This sink turns bootwatch's events into prometheus_client metrics on a
+registry of its own, served by prometheus_client's HTTP server (loopback unless --metrics-host says
+otherwise):
+
+    bootwatch_startup_phase{phase}            1 for the current phase (an Enum over the canonical phases)
+    bootwatch_startup_state{state}            starting | ready | failed | stalled | timeout | incomplete | died
+    bootwatch_startup_phase_progress          0..1 within the phase, when the log says
+    bootwatch_startup_eta_seconds             when events carry an ETA
+    bootwatch_startup_elapsed_seconds         since the watch began (frozen at the verdict)
+    bootwatch_startup_time_to_ready_seconds   once ready
+    bootwatch_startup_phase_transitions_total
+    bootwatch_startup_stall_warnings_total
+    bootwatch_startup_health_up               1 once the health URL answers 200
+    bootwatch_startup_info{engine,engine_version,model}
+    bootwatch_server_fact{name}               numeric facts (KV cache tokens, verify latency, and after
+                                              ready whatever the follow mode reports as a fact)
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, start_http_server
+
+from bootwatch.errors import UsageError
+
+if TYPE_CHECKING:
+    from bootwatch.tracker import Event
+
+PHASES = ("start", "config", "download", "distributed_init", "load_weights", "load_draft", "compile", "kv_cache",
+          "cuda_graph", "warmup", "ready", "other")
+STATES = ("starting", "ready", "failed", "stalled", "timeout", "incomplete", "died", "stopped")
+_FACT_CAP = 64  # distinct fact names exported: a label per fact name must not grow without bound
+
+
+class MetricsSink:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r, ns = self.registry, "bootwatch_startup"
+        self.phase = Enum(f"{ns}_phase", "The startup phase bootwatch sees now", states=list(PHASES), registry=r)
+        self.state = Enum(f"{ns}_state", "Where the startup stands: starting until a verdict", states=list(STATES),
+                          registry=r)
+        self.progress = Gauge(f"{ns}_phase_progress", "Progress within the current phase (0..1), when known",
+                              registry=r)
+        self.eta = Gauge(f"{ns}_eta_seconds", "Estimated seconds to ready, when known", registry=r)
+        self.elapsed = Gauge(f"{ns}_elapsed_seconds", "Seconds since the watch began, frozen at the verdict",
+                             registry=r)
+        self.to_ready = Gauge(f"{ns}_time_to_ready_seconds", "Seconds from the start to ready", registry=r)
+        self.transitions = Counter(f"{ns}_phase_transitions", "Phase changes seen", registry=r)
+        self.stalls = Counter(f"{ns}_stall_warnings", "Stall warnings (long silence in a phase)", registry=r)
+        self.health = Gauge(f"{ns}_health_up", "1 once the health URL answers 200", registry=r)
+        self.info = Info(f"{ns}", "The server being started", registry=r)
+        self.facts = Gauge("bootwatch_server_fact", "Numeric facts about the server (from its log, probe, "
+                           "follow mode)", ["name"], registry=r)
+        self.started = time.time()
+        self.ended: float | None = None
+        self.elapsed.set_function(lambda: (self.ended or time.time()) - self.started)
+        self.progress.set(math.nan)
+        self.eta.set(math.nan)
+        self.to_ready.set(math.nan)
+        self._info: dict[str, str] = {}
+        self._facts: set[str] = set()
+        self.server: Any = None
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        """Serve /metrics now (before the server starts: a port in use is a usage error, exit 2)."""
+        try:
+            self.server, _ = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            why = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be used: {e.strerror or e}"
+            raise UsageError(f"--metrics-port {port} on {host} {why}") from None
+
+    @property
+    def port(self) -> int | None:
+        return int(self.server.server_address[1]) if self.server is not None else None
+
+    def _set_info(self, **values: Any) -> None:
+        changed = False
+        for k, v in values.items():
+            if v is not None and self._info.get(k) != str(v):
+                self._info[k] = str(v)[:200]
+                changed = True
+        if changed:
+            self.info.info(dict(self._info))
+
+    def _fact(self, name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return
+        if name not in self._facts and len(self._facts) >= _FACT_CAP:
+            return
+        self._facts.add(name)
+        self.facts.labels(name=name).set(float(value))
+
+    def note(self, now: float, text: str) -> None:
+        pass
+
+    def event(self, ev: Event, now: float) -> None:
+        k, d = ev.kind, ev.data
+        eta = d.get("eta_s")
+        if isinstance(eta, int | float) and not isinstance(eta, bool):
+            self.eta.set(float(eta))
+        if k == "phase":
+            name = str(d.get("name") or "")
+            self.phase.state(name if name in PHASES else "other")
+            self.progress.set(1.0 if name == "ready" else math.nan)
+            self.transitions.inc()
+            self._set_info(engine=d.get("engine"))
+        elif k == "progress" and d.get("progress") is not None:
+            self.progress.set(float(d["progress"]))
+        elif k == "stall":
+            self.stalls.inc()
+        elif k == "ready":
+            self.state.state("ready")
+            self.phase.state("ready")
+            self.to_ready.set(now - self.started)
+            self.eta.set(0.0)
+            self.ended = now
+        elif k == "failed":
+            self.state.state("died" if d.get("runtime") else "failed")
+            if self.ended is None:
+                self.ended = now
+        elif k in ("stalled", "timeout"):
+            self.state.state(k)
+            self.ended = now
+        elif k == "fact":
+            name = str(d.get("name") or "")
+            if name == "health":
+                self.health.set(1.0 if d.get("value") == "200" else 0.0)
+            elif name == "engine":
+                self._set_info(engine=d.get("value"))
+            elif name in ("engine_version", "model"):
+                self._set_info(**{name: d.get("value")})
+            elif name:
+                self._fact(name, d.get("value"))
+
+    def close(self, summary: dict[str, Any], now: float) -> None:
+        verdict = str(summary.get("verdict") or "incomplete")
+        if verdict == "ready":
+            self.state.state("died" if summary.get("runtime_failure") else "ready")
+        elif verdict in STATES:
+            self.state.state(verdict)
+        self._set_info(engine=summary.get("engine"), engine_version=summary.get("engine_version"),
+                       model=(summary.get("facts") or {}).get("model"))
+        for name, value in (summary.get("facts") or {}).items():
+            self._fact(str(name), value)
+        if self.ended is None:
+            self.ended = now
+
+
+class FanOut:
+    """The user's sink (live view, plain lines, JSON) and the extra ones (metrics, the probe's state file):
+    each event goes to all. Anything else asked of it is the main sink's."""
+
+    def __init__(self, main: Any, *extra: Any) -> None:
+        self.main = main
+        self.extra = list(extra)
+
+    def event(self, ev: Event, now: float) -> None:
+        self.main.event(ev, now)
+        for s in self.extra:
+            s.event(ev, now)
+
+    def note(self, now: float, text: str) -> None:
+        self.main.note(now, text)
+        for s in self.extra:
+            s.note(now, text)
+
+    def close(self, summary: dict[str, Any], now: float) -> None:
+        for s in self.extra:
+            s.close(summary, now)
+        self.main.close(summary, now)
+
+    def set_server(self, pid: int) -> None:
+        for s in self.extra:
+            if hasattr(s, "set_server"):
+                s.set_server(pid)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.main, name)
+
+
+def with_extras(main: Any, args: Any, source: str) -> Any:
+    """`main`, or a FanOut with the metrics exporter (--metrics-port) and the state file (--state)."""
+    extra: list[Any] = []
+    port = getattr(args, "metrics_port", None)
+    if port is not None:
+        metrics = MetricsSink()
+        metrics.serve(port, getattr(args, "metrics_host", None) or "127.0.0.1")
+        extra.append(metrics)
+    state = getattr(args, "state", None)
+    if state:
+        from pathlib import Path
+
+        from bootwatch.probe_state import StateSink
+
+        path = Path(state)
+        if not path.parent.is_dir():
+            raise UsageError(f"--state {state}: the directory {path.parent} does not exist")
+        extra.append(StateSink(path, source))
+    return FanOut(main, *extra) if extra else main
+
+
+__all__ = ["FanOut", "MetricsSink", "PHASES", "STATES", "with_extras"]
