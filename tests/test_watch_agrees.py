@@ -79,7 +79,7 @@ def live_summary(data: bytes, begin: int, caught: int, steps: list[Step]) -> dic
 def assert_agree(label: Path, rnd: random.Random) -> None:
     data = _log_bytes(label)
     rep = analyze_path(label.with_suffix(".log"))
-    begin = _launch_offset(data, rep["launch_start_line"])
+    begin = _launch_offset(data, rep.get("launch_start_line") or 1)
     caught, steps = _script(data, rnd, begin)
     live = live_summary(data, begin, caught, steps)
     want = {"incomplete": "stalled"}.get(rep["verdict"], rep["verdict"])

@@ -32,6 +32,7 @@ from bootwatch.tracker.verdict import LogSays, Verdict, log_verdict
 # Prefix families that only one engine prints (vLLM's is also printed by SGLang's bundled vLLM code).
 _FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm", "turbomind": "lmdeploy", "slog": "ollama"}
 _LAUNCH_WEIGHT = 3  # a launch banner names its engine
+_DETECT_REPEAT = 3  # times one detect rule counts in a launch
 _FMT_MAX = 2  # evidence a prefix family can give at most
 _FMT_MAX_OF = {"slog": 6}  # a Go server's slog records with their source files are Ollama's through and through
 _REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
@@ -192,7 +193,12 @@ class Tracker:
             if hit_ids:
                 for engine, rule in self.book.detect:
                     if id(rule) in hit_ids and rule.regex.search(line.text):
-                        scores[engine] = scores.get(engine, 0) + rule.weight
+                        # One kind of line counts a few times at most: a long dump of one library's lines
+                        # (ggml's print_info) must not outweigh a few lines only one program prints.
+                        seen = launch.detect_hits.get(rule.source, 0)
+                        if seen < _DETECT_REPEAT:
+                            launch.detect_hits[rule.source] = seen + 1
+                            scores[engine] = scores.get(engine, 0) + rule.weight
         if launch.engine_by_banner:
             return  # the launch began with this engine's own banner: other engines' lines are its children's
         best, weight = launch.engine, scores.get(launch.engine, 0)
