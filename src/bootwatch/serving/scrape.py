@@ -18,7 +18,7 @@ from bootwatch.serving.stats import ServingSample, Source
 from bootwatch.tracker.events import Event
 
 SCRAPE_S = 1.0
-TIMEOUT_S = 2.0
+TIMEOUT_S = 5.0  # a busy server on few cores answers /metrics late; a reading late is still a reading
 MAX_BODY = 4 << 20  # a /metrics page is tens of KiB; a proxy's error page or a stream is not read further
 
 

@@ -1,0 +1,91 @@
+"""Following real servers after ready: a bounded load from the test (loopback, a fixed number of requests)
+and the numbers bootwatch reads from the log and from /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from .test_real_servers import BOOTWATCH, free_port, llama_cmd, vllm_cmd
+
+pytestmark = [pytest.mark.real_server, pytest.mark.slow]
+
+
+async def _load(url: str, body: dict[str, Any], n: int) -> list[int]:
+    """n completions at once; the tokens each generated."""
+    async with httpx.AsyncClient(trust_env=False, timeout=120) as c:
+        rs = await asyncio.gather(*(c.post(url, json=body) for _ in range(n)))
+    for r in rs:
+        r.raise_for_status()
+    return [r.json().get("usage", {}).get("completion_tokens", 0) for r in rs]
+
+
+def _follow(cmd: list[str], load: Any, settle_s: float = 4.0) -> list[dict]:
+    """bootwatch run (plain mode keeps following) in JSON; once ready, the load; then Ctrl-C."""
+    p = subprocess.Popen([*BOOTWATCH, "run", "--timeout", "240", "--json", *cmd], stdout=subprocess.PIPE, text=True)
+    events: list[dict] = []
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:
+            events.append(json.loads(line))
+            if events[-1]["event"] == "ready":
+                break
+        assert events and events[-1]["event"] == "ready", events[-3:]
+        load()
+        time.sleep(settle_s)
+    finally:
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
+    events += [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    return events
+
+
+def test_vllm_under_load_log_and_metrics_agree() -> None:
+    port = free_port()
+    cmd = ["--log", f"/tmp/bw-serving-vllm-{port}.log", "--url", f"http://127.0.0.1:{port}/health", "--",
+           *vllm_cmd(port, args=("--max-num-seqs", "2"), env=("VLLM_LOG_STATS_INTERVAL=1",))]
+    # ~10 s of generation on the tiny model (about 4000 tokens/s on 2 cores): several scrapes and log lines.
+    n, length = 6, 1536
+    body = {"model": "tiny", "prompt": "hello", "max_tokens": length, "ignore_eos": True, "temperature": 0}
+    tokens: list[int] = []
+    events = _follow(cmd, lambda: tokens.extend(asyncio.run(_load(f"http://127.0.0.1:{port}/v1/completions",
+                                                                      body, n))))
+    assert sum(tokens) == n * length
+    serving = [e for e in events if e["event"] == "serving"]
+    log = [e for e in serving if e["source"] == "log"]
+    met = [e for e in serving if e["source"] == "metrics"]
+    assert log and met, (len(log), len(met))
+    # --max-num-seqs 2 with 6 requests at once: both sources see 2 running and requests waiting.
+    assert max(e["running"] for e in log) == 2 and max(e["running"] for e in met) == 2
+    assert max(e["queued"] for e in log) > 0 and max(e["queued"] for e in met) > 0
+    # The same throughput, to within what two one-second windows that do not line up allow.
+    peak_log, peak_met = max(e["gen_tps"] or 0 for e in log), max(e["gen_tps"] or 0 for e in met)
+    assert peak_log > 0 and peak_met > 0 and 0.5 < peak_log / peak_met < 2.0, (peak_log, peak_met)
+    s = events[-1]
+    assert s["event"] == "summary" and s["verdict"] == "ready"
+    assert s["serving"]["samples"]["log"] > 0 and s["serving"]["samples"]["metrics"] > 0
+    assert s["serving"]["peak_running"] == 2 and s["serving"]["peak_queue"] > 0
+
+
+def test_llama_server_slot_timings_and_metrics() -> None:
+    port = free_port()
+    cmd = ["--log", f"/tmp/bw-serving-llama-{port}.log", "--url", f"http://127.0.0.1:{port}/health", "--",
+           *llama_cmd(port, ctx="2048"), "--metrics", "-np", "2"]
+    n = 6
+    body = {"prompt": "hello", "n_predict": 48, "ignore_eos": True, "temperature": 0}
+    events = _follow(cmd, lambda: asyncio.run(_load(f"http://127.0.0.1:{port}/completion", body, n)))
+    serving = [e for e in events if e["event"] == "serving"]
+    timings = [e for e in serving if e["source"] == "log" and e["reading"] == "timing"]
+    met = [e for e in serving if e["source"] == "metrics"]
+    assert timings and all(e["gen_tps"] > 0 for e in timings)
+    assert met and max(e["running"] or 0 for e in met) <= 2
+    s = events[-1]["serving"]
+    assert s["throughput_from"] == "log" and s["throughput_p50"] > 0
+    assert s["samples"]["log"] == n  # one slot-timing line per finished request
