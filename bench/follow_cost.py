@@ -44,9 +44,10 @@ def main() -> int:
         server = [p["BOOTWATCH_LLAMA_SERVER"], "-m", p["BOOTWATCH_TINY_GGUF"], "--host", "127.0.0.1", "--port",
                   str(port), "-c", "512", "--metrics"]
     else:
-        server = ["env", "HF_HUB_OFFLINE=1", "VLLM_LOG_STATS_INTERVAL=1", f"VLLM_CACHE_ROOT={p['BOOTWATCH_VLLM_CACHE_ROOT']}",
-                  p["BOOTWATCH_VLLM_PY"], "-m", "vllm.entrypoints.openai.api_server", "--model", p["BOOTWATCH_TINY_MODEL"],
-                  "--host", "127.0.0.1", "--port", str(port), "--kv-cache-memory-bytes", "1073741824", "--enforce-eager"]
+        server = ["env", "HF_HUB_OFFLINE=1", "VLLM_LOG_STATS_INTERVAL=1",
+                  f"VLLM_CACHE_ROOT={p['BOOTWATCH_VLLM_CACHE_ROOT']}", p["BOOTWATCH_VLLM_PY"], "-m",
+                  "vllm.entrypoints.openai.api_server", "--model", p["BOOTWATCH_TINY_MODEL"], "--host", "127.0.0.1",
+                  "--port", str(port), "--kv-cache-memory-bytes", "1073741824", "--enforce-eager"]
     log = f"/tmp/bw-follow-cost-{os.getpid()}.log"
     url = [] if a.baseline else ["--url", f"http://127.0.0.1:{port}/health"]
     bw = subprocess.Popen([sys.executable, "-m", "bootwatch", "run", "--json", "--log", log, *url, "--", *server],
@@ -67,7 +68,8 @@ def main() -> int:
     bw.send_signal(signal.SIGINT)
     bw.communicate(timeout=60)
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
-    print(f"engine={a.engine} {'log only' if a.baseline else 'log + /metrics'} window={t1 - t0:.1f}s serving_events={n} bootwatch_cpu={cpu:.3f}s "
+    what = "no --url" if a.baseline else "--url"
+    print(f"engine={a.engine} {what} window={t1 - t0:.1f}s serving_events={n} bootwatch_cpu={cpu:.3f}s "
           f"share_of_one_core={100 * cpu / (t1 - t0):.2f}%")
     return 0
 
