@@ -53,7 +53,7 @@ def make_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> 
         return sink
     from bootwatch.sinks.metrics import with_extras  # prometheus_client only when asked for
 
-    return with_extras(sink, args, source)
+    return with_extras(sink, args, source, analyzers[0][1].tracker if len(analyzers) == 1 else None)
 
 
 def _user_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> Any:

@@ -40,7 +40,8 @@ _FACT_CAP = 64  # distinct fact names exported: a label per fact name must not g
 
 
 class MetricsSink:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, tracker: Any = None) -> None:
+        self.tracker = tracker  # the engine is a judgement of the tracker's, not an event: read on phase changes
         self.registry = registry or CollectorRegistry()
         r, ns = self.registry, "bootwatch_startup"
         self.phase = Enum(f"{ns}_phase", "The startup phase bootwatch sees now", states=list(PHASES), registry=r)
@@ -110,7 +111,9 @@ class MetricsSink:
             self.phase.state(name if name in PHASES else "other")
             self.progress.set(1.0 if name == "ready" else math.nan)
             self.transitions.inc()
-            self._set_info(engine=d.get("engine"))
+            launch = getattr(self.tracker, "launch", None)
+            if launch is not None and getattr(launch, "engine", "unknown") != "unknown":
+                self._set_info(engine=launch.engine)
         elif k == "progress" and d.get("progress") is not None:
             self.progress.set(float(d["progress"]))
         elif k == "stall":
@@ -185,12 +188,12 @@ class FanOut:
         return getattr(self.main, name)
 
 
-def with_extras(main: Any, args: Any, source: str) -> Any:
+def with_extras(main: Any, args: Any, source: str, tracker: Any = None) -> Any:
     """`main`, or a FanOut with the metrics exporter (--metrics-port) and the state file (--state)."""
     extra: list[Any] = []
     port = getattr(args, "metrics_port", None)
     if port is not None:
-        metrics = MetricsSink()
+        metrics = MetricsSink(tracker=tracker)
         metrics.serve(port, getattr(args, "metrics_host", None) or "127.0.0.1")
         extra.append(metrics)
     state = getattr(args, "state", None)
