@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from bootwatch.durations import fmt_duration
+from bootwatch.serving.render import PlainThrottle, describe
 from bootwatch.sinks.summary_text import render
 from bootwatch.text import shown
 from bootwatch.text.redact import redact_obj
@@ -55,6 +56,7 @@ class PlainSink:
         self.source = source
         self._decile: dict[str, int] = {}
         self._last_progress_t: dict[str, float] = {}
+        self._serving: dict[str, PlainThrottle] = {}  # by node
 
     def _say(self, now: float, text: str, node: str = "") -> None:
         tag = f"[{node}] " if node else ""
@@ -106,6 +108,8 @@ class PlainSink:
             self._say(now, f"{k.upper()}: {get('message', '')}", node)
         elif k == "launch":
             self._say(now, f"a new launch starts at line {get('line_no')}", node)
+        elif k == "serving" and self._serving.setdefault(node, PlainThrottle()).due(now, ev.data):
+            self._say(now, f"serving {describe(ev.data)}", node)
         elif k == "fact" and get("name") in ("health", "verify_latency_s"):
             self._say(now, f"{get('name')}: {get('value')}", node)
 

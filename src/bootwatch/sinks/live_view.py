@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bootwatch.durations import fmt_duration
+from bootwatch.serving.render import describe
 from bootwatch.sinks.events import field_of, kind_of, time_of
 from bootwatch.sinks.summary_text import render
 from bootwatch.text import shown
@@ -60,6 +61,7 @@ class ServerView:
     last_line: str = ""
     warnings: list[str] = field(default_factory=list)
     health: str = ""
+    serving: str = ""  # the latest serving reading, after ready
     ready: str | None = None  # the ready line, shown
     ready_at: float | None = None
     failed: str | None = None  # "(category, line N): text", shown
@@ -106,6 +108,8 @@ class ServerView:
                 self.health = shown(get("value"))
             elif name == "verify_latency_s":
                 self.verify = (bool(get("ok", True)), float(get("value") or 0.0), shown(get("error") or ""))
+        elif kind == "serving":
+            self.serving = shown(describe(ev.data))
         elif kind == "warning":
             self.warnings = (self.warnings + [shown(f"warning {get('kind')}: {text}")])[-KEEP_NOTES:]
             if text:
@@ -342,6 +346,8 @@ class LiveSink:
                 parts.append(Text("waiting for the server's first line...", style="dim"))
             else:
                 parts.append(self._phases(view, now))
+            if view.serving:
+                parts.append(_line("serving: " + view.serving, "cyan"))
             parts += [_line(w, "yellow") for w in view.warnings]
         if self.end is not None:
             parts.append(Text(f"{self.end[0].upper()}: {self.end[1]}", style="bold yellow"))
