@@ -139,7 +139,7 @@ class Tracker:
         cur = self.launch
         hit_ids = {id(r) for r in hits if r.kind == "launch"}
         for engine, rule in self.book.launch if hit_ids else ():
-            if id(rule) not in hit_ids or not rule.regex.search(line.text):
+            if id(rule) not in hit_ids:
                 continue
             engine = self.forced or engine
             if rule.first_only and cur is not None and cur.first_only_seen:
@@ -192,7 +192,7 @@ class Tracker:
             hit_ids = {id(r) for r in hits if r.kind == "detect"}
             if hit_ids:
                 for engine, rule in self.book.detect:
-                    if id(rule) in hit_ids and rule.regex.search(line.text):
+                    if id(rule) in hit_ids:
                         # One kind of line counts a few times at most: a long dump of one library's lines
                         # (ggml's print_info) must not outweigh a few lines only one program prints.
                         seen = launch.detect_hits.get(rule.source, 0)
@@ -268,11 +268,10 @@ class Tracker:
 
     def _warnings(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
                   ev: list[Event]) -> bool:
-        for r in rules:
-            if r.regex.search(line.text):
-                text = r.message.format(line=line.text) if r.message else line.text
-                self._warn(launch, r.name or "warning", line.no, text, t, ev)
-                return True
+        for r in rules:  # rules come from the RE2 set's hits: they matched this message already
+            text = r.message.format(line=line.text) if r.message else line.text
+            self._warn(launch, r.name or "warning", line.no, text, t, ev)
+            return True
         return False
 
     def _begin(self, launch: Launch, name: str, draft: bool, line: Line, t: float | None,
@@ -284,9 +283,7 @@ class Tracker:
 
     def _phases(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
                 ev: list[Event]) -> bool:
-        for r in rules:
-            if not r.regex.search(line.text):
-                continue
+        for r in rules:  # from the set's hits: they matched already
             name = r.name or ""
             cur = launch.current
             if r.done:
@@ -346,18 +343,18 @@ class Tracker:
         for r in rules:
             if r.unless and r.unless in launch.flags or r.needs and r.needs not in launch.flags:
                 continue
-            if r.regex.search(line.text):
-                if launch.dying is not None:
-                    return True  # a ready line after the server started dying is not readiness
-                launch.close_phase(line.no, t)
-                launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
-                launch.ready = {"line_no": line.no, "text": line.text.strip()}
-                launch.ready_engine = launch.engine
-                self._cancel_candidates(launch, None, everything=True)
-                ev.append(Event("phase", t, {"name": "ready", "line_no": line.no, "draft": False,
-                                             "text": line.text}))
-                ev.append(Event("ready", t, dict(launch.ready)))
-                return True
+            # From the set's hits: it matched this message already.
+            if launch.dying is not None:
+                return True  # a ready line after the server started dying is not readiness
+            launch.close_phase(line.no, t)
+            launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
+            launch.ready = {"line_no": line.no, "text": line.text.strip()}
+            launch.ready_engine = launch.engine
+            self._cancel_candidates(launch, None, everything=True)
+            ev.append(Event("phase", t, {"name": "ready", "line_no": line.no, "draft": False,
+                                         "text": line.text}))
+            ev.append(Event("ready", t, dict(launch.ready)))
+            return True
         return False
 
     def _evidence(self, launch: Launch, sel: dict[str, list[Rule]], line: Line, t: float | None,
@@ -365,7 +362,7 @@ class Tracker:
         text = line.text.strip()
         runtime = launch.ready is not None
         for r in sel.get("fatal", ()):
-            if not r.regex.search(text) or (r.levels and line.level not in r.levels):
+            if r.levels and line.level not in r.levels:
                 continue
             if r.role in ("cause", "cause_before"):
                 # cause_before: the line says the server gives up; an earlier line says why. If none does,
@@ -384,11 +381,10 @@ class Tracker:
         if runtime:
             return False
         for kind in ("suspect", "detail"):
-            for r in sel.get(kind, ()):
-                if r.regex.search(text):
-                    launch.candidates.append(Candidate(line.no, text, line.proc, kind, line.no, r.category,
-                                                       list(launch.recent) + [line.raw]))
-                    return True
+            for r in sel.get(kind, ()):  # from the set's hits: matched already
+                launch.candidates.append(Candidate(line.no, text, line.proc, kind, line.no, r.category,
+                                                   list(launch.recent) + [line.raw]))
+                return True
         if EXC_LINE.match(text) and ":" in text and not text[:1].isspace() and _looks_exception(text):
             c = Candidate(line.no, text, line.proc, "loose", line.no, context=list(launch.recent) + [line.raw])
             c.level = line.level
