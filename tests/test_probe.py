@@ -135,3 +135,34 @@ def test_from_the_log_itself(tmp_path: Path) -> None:
     state = tmp_path / "s.json"
     _state(state, heartbeat=time.time() - 600)
     assert probe("--state", str(state), str(FAILED_SGLANG))[0] == 1
+
+
+def test_history_suggest_probes_from_real_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "BOOTWATCH_HOME": str(tmp_path / "home")}
+    for i in range(3):
+        p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / f"s{i}.log"), "--json", "--then", "true", "--",
+                            *fake(READY_VLLM, "--then", "serve")], capture_output=True, text=True, timeout=60, env=env)
+        assert p.returncode == 0
+    p = subprocess.run([*BOOTWATCH, "history", "--suggest-probes"], capture_output=True, text=True, timeout=30,
+                       env=env)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert '- engine: "vllm"' in out and "3 ready startup(s)" in out and "startupProbe:" in out
+    period = int(out.split("periodSeconds: ")[1].split()[0])
+    threshold = int(out.split("failureThreshold: ")[1].split()[0])
+    p95 = float(out.split("p95 ")[1].split()[0])
+    assert period * threshold > 1.5 * p95 and threshold >= 3
+
+
+def test_suggestion_arithmetic() -> None:
+    from bootwatch.probe_suggest import percentile, suggest
+    from bootwatch.store import StoredStartup
+    from bootwatch.store.model import Command
+
+    times = [100.0 + i for i in range(19)] + [900.0]
+    rows = [StoredStartup(0, 1, "h", "s", Command("run"), "sglang", "ready", model="m", time_to_ready_s=t)
+            for t in times]
+    rows.append(StoredStartup(0, 1, "h", "s", Command("run"), "sglang", "failed", model="m", elapsed_s=5.0))
+    (s,) = suggest(rows)
+    assert s.count == 20 and s.p95_s == percentile(times, 0.95) == 118.0 and s.max_s == 900.0
+    assert s.period_s == 5 and s.budget_s > 1.5 * 118.0

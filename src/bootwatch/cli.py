@@ -101,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
         "(default XDG_DATA_HOME/bootwatch)/history.sqlite3."))
     h.add_argument("--json", action="store_true", help="one JSON object per startup, with its phases")
     h.add_argument("--limit", type=int, default=50, help="the last N startups (default 50)")
+    h.add_argument("--suggest-probes", action="store_true", help="print startupProbe settings (YAML) per engine "
+                   "and model from the ready startups' p95 time to ready (--limit 1000 by default)")
     h.add_argument("--html", metavar="FILE", help="write their timelines (phases per startup, side by side) as one "
                    "self-contained HTML file")
     h.add_argument("--compare", nargs=2, type=int, metavar=("A", "B"),
@@ -160,6 +162,13 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.limit < 1:
                 raise UsageError(f"--limit {args.limit}: must be at least 1")
+            if getattr(args, "suggest_probes", False):
+                from bootwatch.probe_suggest import render_yaml, suggest
+
+                given = any(a.startswith("--limit") for a in (sys.argv[1:] if argv is None else argv))
+                limit = args.limit if given else 1000
+                sys.stdout.write(render_yaml(suggest(history.load(limit))))
+                return 0
             if args.compare:
                 history.compare(*args.compare, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
                 return 0
