@@ -25,7 +25,7 @@ class Node:
     name: str
     session: Session
     chunks: AsyncIterator[bytes]
-    outcome: str | None = None
+    outcome: Outcome | None = None
 
 
 def worst(outcomes: list[str]) -> str:

@@ -217,7 +217,7 @@ class Session:
         await wait_event(self.wake, TICK_S)
         self.wake.clear()
 
-    async def run(self, chunks: AsyncIterator[bytes]) -> str:
+    async def run(self, chunks: AsyncIterator[bytes]) -> Outcome:
         """Returns the outcome (an `Outcome`, which is a str)."""
         self.begin(chunks)
         try:
@@ -260,7 +260,7 @@ class Session:
         self.machine.feed(ProcessExit(now, clean=rc == 0))
         return True
 
-    async def tick(self, now: float) -> str | None:
+    async def tick(self, now: float) -> Outcome | None:
         """One look at everything; the outcome once the machine says the watch is over."""
         reader = self._reader
         if reader is not None and reader.done() and not reader.cancelled() and reader.exception() is not None:

@@ -192,8 +192,8 @@ def _check_types(e: dict[str, Any], where: str) -> None:
 def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules]:
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{origin}: not valid TOML: {e}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"{origin}: not valid TOML: {err}") from None
     name = doc.get("engine")
     if not isinstance(name, str) or not name:
         raise UsageError(f"{origin}: needs a top-level `engine = \"name\"`")
@@ -208,10 +208,11 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         entries = doc.get(kind, [])
         if not isinstance(entries, list):
             raise UsageError(f"{origin}: `{kind}` must be an array of tables ([[{kind}]])")
-        for i, e in enumerate(entries):
+        for i, entry in enumerate(entries):
             where = f"{origin}#{kind}[{i}]"
-            if not isinstance(e, dict) or "pattern" not in e:
+            if not isinstance(entry, dict) or "pattern" not in entry:
                 raise UsageError(f"{where}: needs a `pattern`")
+            e: dict[str, Any] = entry
             _check_types(e, where)
             if not e["pattern"]:
                 raise UsageError(f"{where}: the pattern is empty (it would match every line)")

@@ -84,8 +84,8 @@ class ContainerFollower(ClientFollower):
                 return True, None, count
             exit_code = state.get("ExitCode")
             why = "OOMKilled" if state.get("OOMKilled") else f"exited with code {exit_code}"
-            death = Death(exit_code, 9 if state.get("OOMKilled") else None, f"container {s.container} {why}")
-            return False, death, count
+            signal = 9 if state.get("OOMKilled") else None
+            return False, Death(exit_code, signal, f"container {s.container} {why}"), count
         argv = ["kubectl", "get", "pod", s.pod or "", "-o", "json"]
         if s.namespace:
             argv[3:3] = ["-n", s.namespace]

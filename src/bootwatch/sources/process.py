@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from signal import Signals
 from typing import Protocol
 
 import psutil
@@ -29,7 +30,7 @@ from bootwatch.errors import UsageError
 
 PR_SET_PDEATHSIG = 1
 # The stop: Ctrl-C once (what a user would do), then SIGTERM, then SIGKILL; each with its grace.
-STOP_STEPS: tuple[tuple[signal.Signals, float], ...] = (
+STOP_STEPS: tuple[tuple[Signals, float], ...] = (
     (signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 
 
@@ -188,7 +189,7 @@ class Group:
                 p.send_signal(sig)
 
     async def stop(self, reaped: Callable[[], bool], hurry: Hurry | None = None,
-                   steps: tuple[tuple[signal.Signals, float], ...] = STOP_STEPS) -> None:
+                   steps: tuple[tuple[Signals, float], ...] = STOP_STEPS) -> None:
         """Each step's signal, then its grace, until the leader is reaped and nothing of the group is left.
         A further stop request (`hurry`) skips to the next step at once."""
         loop = asyncio.get_running_loop()
@@ -273,7 +274,7 @@ class ServerProcess:
         return self.group is not None and self.group.alive()
 
     async def stop(self, hurry: Hurry | None = None,
-                   steps: tuple[tuple[signal.Signals, float], ...] = STOP_STEPS) -> int | None:
+                   steps: tuple[tuple[Signals, float], ...] = STOP_STEPS) -> int | None:
         """SIGINT, then SIGTERM, then SIGKILL to the whole group, each with its grace: no orphan is left."""
         if self.proc is None or self.group is None:
             return None
@@ -283,7 +284,7 @@ class ServerProcess:
 
 
 async def stop_process_group(proc: asyncio.subprocess.Process, hurry: Hurry | None = None,
-                             steps: tuple[tuple[signal.Signals, float], ...] = STOP_STEPS) -> None:
+                             steps: tuple[tuple[Signals, float], ...] = STOP_STEPS) -> None:
     """The same bounded stop for a process started with its own group (the --then command)."""
     await Group(proc.pid).stop(lambda: proc.returncode is not None, hurry, steps)
 

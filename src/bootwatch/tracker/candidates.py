@@ -31,8 +31,7 @@ class Candidate:
 
     @property
     def termination(self) -> bool:
-        m = EXC_NAME.match(self.text)
-        return bool(m) and m.group(1) in TERMINATIONS and self.kind in ("traceback", "loose")
+        return self.kind in ("traceback", "loose") and is_termination(self.text)
 
 
 ERROR_NEAR_DEATH = 10  # lines: how close before a death an error line must be to explain it
@@ -45,7 +44,7 @@ def from_traceback(tb: Traceback) -> Candidate:
 
 def is_termination(text: str) -> bool:
     m = EXC_NAME.match(text)
-    return bool(m) and m.group(1) in TERMINATIONS
+    return m is not None and m.group(1) in TERMINATIONS
 
 
 def choose(cands: list[Candidate]) -> Candidate | None:

@@ -330,6 +330,8 @@ class Tracker:
                 n, total = int(g["n"]), int(g["total"])
             except (KeyError, TypeError, ValueError):
                 return True
+            if cur is None:
+                return True
             if (n, total) != (cur.n, cur.total):
                 cur.n, cur.total = n, total
                 ev.append(Event("progress", t, {"phase": cur.name, "n": n, "total": total,
