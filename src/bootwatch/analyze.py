@@ -79,6 +79,9 @@ class Analyzer:
     def __init__(self, engine: str | None = None, rules: Iterable[os.PathLike[str] | str] = (),
                  year: int | None = None, clock: str = "log", tracker: Tracker | None = None) -> None:
         book, self.prefilter = rules_for(rules)
+        if engine is not None and engine not in book.engines:
+            # The engines are the rule files loaded, the user's included: --engine takes any of them.
+            raise UsageError(f"unknown engine {engine!r}: the rule files know {', '.join(sorted(book.engines))}")
         self.tracker = tracker or Tracker(book, engine=engine)
         self.normalizer = Normalizer(year)
         self.next_no = 1  # number of the next physical line

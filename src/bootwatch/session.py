@@ -166,12 +166,22 @@ class Session:
         return self.probe is not None and self.probe.last is not None and self.probe.last.state == "up"
 
     def _probe_from_log(self) -> None:
-        """run without a URL: the port the server says it listens on becomes the probe."""
-        if self.probe is not None or self.server is None or self.tracker.launch is None:
+        """run without a URL: the port the server says it listens on becomes the probe; a bare URL asks the
+        engine's own health path once the engine is known."""
+        launch = self.tracker.launch
+        if launch is None:
             return
-        port = self.tracker.launch.facts.get("port")
+        health = self.tracker.book.for_engine(launch.engine).health
+        if self.probe is not None:
+            if launch.engine != "unknown":
+                self.probe.use_health_path(health)
+            return
+        if self.server is None:
+            return
+        port = launch.facts.get("port")
         if isinstance(port, int) and 0 < port < 65536:
-            self.probe = HttpProbe(f"http://127.0.0.1:{port}/health")
+            self.probe = HttpProbe(f"http://127.0.0.1:{port}")
+            self.probe.use_health_path(health or "/health")
             self._prober = asyncio.create_task(self._probe_loop())
 
     def _check_children(self) -> None:

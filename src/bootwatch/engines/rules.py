@@ -67,6 +67,8 @@ class EngineRules:
     rules: dict[str, list[Rule]] = field(default_factory=lambda: {k: [] for k in KINDS})
     processes: list[str] = field(default_factory=list)  # titles of child processes the server dies with
     runs: list[str] = field(default_factory=list)  # engines it starts as children (their banners are not launches)
+    display: str = ""  # the name people know it by ("SGLang")
+    health: str = ""  # the path that answers 200 once it serves ("/health"), when the server has one
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
@@ -202,8 +204,12 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         raise UsageError(f"{origin}: unknown top-level keys {sorted(unknown_top)} "
                          f"(rule kinds are: {', '.join(KINDS)})")
     extends = _strings(doc.get("extends", []), origin, "extends")
+    for key in ("display", "health"):
+        if not isinstance(doc.get(key, ""), str):
+            raise UsageError(f"{origin}: `{key}` must be a string")
     er = EngineRules(name, processes=_strings(doc.get("processes", []), origin, "processes"),
-                     runs=_strings(doc.get("runs", []), origin, "runs"))
+                     runs=_strings(doc.get("runs", []), origin, "runs"), display=doc.get("display", ""),
+                     health=doc.get("health", ""))
     for kind in KINDS:
         entries = doc.get(kind, [])
         if not isinstance(entries, list):
@@ -274,7 +280,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
     for name, (ext, er) in parsed.items():
         if name in SHARED:
             continue
-        merged = EngineRules(name, runs=list(er.runs))
+        merged = EngineRules(name, runs=list(er.runs), display=er.display or name, health=er.health)
         merged.add(er)
         for base in ext:
             if base not in parsed:

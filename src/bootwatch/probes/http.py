@@ -41,11 +41,19 @@ class HttpProbe:
             from bootwatch.errors import UsageError
 
             raise UsageError(f"bad --url {url!r}: expected http://host:port/path")
-        self.url = url if parts.path not in ("", "/") else url.rstrip("/") + "/health"
+        # A bare host:port names the server, not a page: its engine's health path is asked, "/health" until the
+        # engine is known (most have it; Ollama answers on "/" and says so in its rule file).
+        self.bare = parts.path in ("", "/")
+        self.url = url.rstrip("/") + "/health" if self.bare else url
         self.base = f"{parts.scheme}://{parts.netloc}"
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.client = httpx.AsyncClient(timeout=attempt_timeout_s, trust_env=False)
         self.last: ProbeResult | None = None
+
+    def use_health_path(self, path: str) -> None:
+        """The engine is known: a bare URL asks its health path from now on."""
+        if self.bare and path:
+            self.url = self.base + (path if path.startswith("/") else "/" + path)
 
     async def check(self, our_pids: set[int] | None = None) -> ProbeResult:
         now = time.time()

@@ -49,7 +49,7 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
             render({k: v for k, v in s.items() if k != "servers"}, s.get("node", ""), console)
         return
     v = summary["verdict"]
-    engine = _ENGINE_NAMES.get(summary["engine"], summary["engine"])
+    engine = summary.get("engine_display") or _ENGINE_NAMES.get(summary["engine"], summary["engine"])
     version = f" {summary['engine_version']}" if summary.get("engine_version") else ""
     head = Text()
     head.append(shown(_SAY.get(v, str(v).upper())), style=_STYLE.get(v, "bold"))

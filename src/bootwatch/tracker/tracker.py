@@ -639,7 +639,9 @@ class Tracker:
             facts=dict(launch.facts),
             warnings=list(launch.warnings),
             runtime_failure=launch.runtime_failure,
-            extra={"launches": self.launches, "exit": self.exit_info, "launch_start_line": launch.start_line,
+            extra={"engine_display": self.book.for_engine(launch.engine).display or launch.engine,
+                   "engine_evidence": {k: v for k, v in launch.scores.items() if ":" not in k},
+                   "launches": self.launches, "exit": self.exit_info, "launch_start_line": launch.start_line,
                    "last_line_no": launch.last_no, "serving": self.serving.summary()},
         )
 
