@@ -68,6 +68,7 @@ class EngineRules:
     processes: list[str] = field(default_factory=list)  # titles of child processes the server dies with
     runs: list[str] = field(default_factory=list)  # engines it starts as children (their banners are not launches)
     display: str = ""  # the name people know it by ("SGLang")
+    formats: list[str] = field(default_factory=list)  # log prefix families only this engine prints (evidence)
     health: str = ""  # the path that answers 200 once it serves ("/health"), when the server has one
 
     def add(self, other: EngineRules) -> None:
@@ -167,7 +168,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "done": bool, "unless": str, "message": str, "weight": int, "levels": list, "note": str, "draft": bool,
     "needs": str, "first_only": bool, "fields": str,
 }
-_TOP_KEYS = {"engine", "extends", "processes", "runs", "display", "health", *KINDS}
+_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", *KINDS}
 
 
 def _strings(value: Any, where: str, key: str) -> list[str]:
@@ -209,6 +210,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
             raise UsageError(f"{origin}: `{key}` must be a string")
     er = EngineRules(name, processes=_strings(doc.get("processes", []), origin, "processes"),
                      runs=_strings(doc.get("runs", []), origin, "runs"), display=doc.get("display", ""),
+                     formats=_strings(doc.get("formats", []), origin, "formats"),
                      health=doc.get("health", ""))
     for kind in KINDS:
         entries = doc.get(kind, [])
@@ -280,7 +282,8 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
     for name, (ext, er) in parsed.items():
         if name in SHARED:
             continue
-        merged = EngineRules(name, runs=list(er.runs), display=er.display or name, health=er.health)
+        merged = EngineRules(name, runs=list(er.runs), display=er.display or name, health=er.health,
+                             formats=list(er.formats))
         merged.add(er)
         for base in ext:
             if base not in parsed:

@@ -29,8 +29,6 @@ from bootwatch.tracker.summary import Summary
 from bootwatch.tracker.tracebacks import EXC_LINE, TracebackAssembler, is_header
 from bootwatch.tracker.verdict import LogSays, Verdict, log_verdict
 
-# Prefix families that only one engine prints (vLLM's is also printed by SGLang's bundled vLLM code).
-_FMT_ENGINE = {"sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm", "turbomind": "lmdeploy", "slog": "ollama"}
 _LAUNCH_WEIGHT = 3  # a launch banner names its engine
 _DETECT_REPEAT = 3  # times one detect rule counts in a launch
 _FMT_MAX = 2  # evidence a prefix family can give at most
@@ -69,6 +67,8 @@ class Tracker:
         self.forced = engine
         self.grace_s = grace_s
         self.quiet_fail_s = quiet_fail_s
+        # Prefix families only one engine prints (its rule file's `formats`): evidence of that engine.
+        self._fmt_engine = {f: name for name, er in book.engines.items() for f in er.formats}
         self.launch: Launch | None = None
         self.launches = 0
         self.tb = TracebackAssembler()
@@ -182,7 +182,7 @@ class Tracker:
         """Weigh the evidence of every line (banners, argument dumps, prefixes, module paths in tracebacks):
         the engine with the most evidence so far wins, and may still change until the launch is ready."""
         scores = launch.scores
-        fmt_engine = _FMT_ENGINE.get(line.fmt or "")
+        fmt_engine = self._fmt_engine.get(line.fmt or "")
         if fmt_engine in self.book.engines and scores.get("fmt:" + fmt_engine, 0) < _FMT_MAX_OF.get(line.fmt or "",
                                                                                                  _FMT_MAX):
             # A prefix only one engine prints counts, but a flood of prefixed lines never outweighs banners.
