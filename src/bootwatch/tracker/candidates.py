@@ -47,44 +47,63 @@ def is_termination(text: str) -> bool:
     return m is not None and m.group(1) in TERMINATIONS
 
 
-def choose(cands: list[Candidate]) -> Candidate | None:
-    """The root cause: the first real exception; wrappers, echoes and terminations only as a last resort."""
-    live = [c for c in cands if not c.cancelled]
+def _first(cs: list[Candidate]) -> Candidate:
+    return min(cs, key=lambda c: c.line_no)
+
+
+def _by_tier(live: list[Candidate]) -> Candidate | None:
+    """The first real exception, else a suspect line, else a loose exception line, else a termination."""
     tiers = (
-        [c for c in live if c.kind in ("traceback", "fatal") and not c.wrapper and not c.termination],
-        [c for c in live if c.kind == "suspect"],
-        [c for c in live if c.kind == "loose" and not c.wrapper and not c.termination],
-        [c for c in live if c.termination],
+        lambda c: c.kind in ("traceback", "fatal") and not c.wrapper and not c.termination,
+        lambda c: c.kind == "suspect",
+        lambda c: c.kind == "loose" and not c.wrapper and not c.termination,
+        lambda c: c.termination,
     )
-    chosen = None
-    for tier in tiers:
+    for belongs in tiers:
+        tier = [c for c in live if belongs(c)]
         if tier:
-            chosen = min(tier, key=lambda c: c.line_no)
-            break
-    if chosen is None:
-        # Only echoes and deaths: an error the server logged just before it died says more than they do.
-        deaths = [c for c in live if c.kind == "death" or c.wrapper and c.kind in ("traceback", "fatal", "loose")]
-        if not deaths:
-            return None
-        first = min(deaths, key=lambda c: c.line_no)
-        near = [c for c in live
-                if c.kind == "errlevel" and first.line_no - ERROR_NEAR_DEATH <= c.line_no < first.line_no]
-        if near:
-            chosen = max(near, key=lambda c: c.line_no)
-        else:
-            wrappers = [c for c in deaths if c.kind != "death"]
-            chosen = min(wrappers or deaths, key=lambda c: c.line_no)
-    # A copy cut short by another process's interleaved write: prefer the complete copy.
+            return _first(tier)
+    return None
+
+
+def _explaining_a_death(live: list[Candidate]) -> Candidate | None:
+    """Only echoes and deaths: an error the server logged just before it died says more than they do."""
+    deaths = [c for c in live if c.kind == "death" or c.wrapper and c.kind in ("traceback", "fatal", "loose")]
+    if not deaths:
+        return None
+    first = _first(deaths)
+    near = [c for c in live if c.kind == "errlevel" and first.line_no - ERROR_NEAR_DEATH <= c.line_no < first.line_no]
+    if near:
+        return max(near, key=lambda c: c.line_no)
+    return _first([c for c in deaths if c.kind != "death"] or deaths)
+
+
+def _complete_copy(chosen: Candidate, live: list[Candidate]) -> Candidate:
+    """A copy cut short by another process's interleaved write: prefer the complete copy."""
     for c in live:
         if c.line_no > chosen.line_no and len(c.text) > len(chosen.text) and c.text.startswith(chosen.text):
-            chosen = c
-            break
-    # A line that names the cause more precisely, printed just before or inside the chosen block.
+            return c
+    return chosen
+
+
+def _precise_detail(chosen: Candidate, live: list[Candidate]) -> Candidate:
+    """A line that names the cause more precisely, printed just before or inside the chosen block."""
+    if chosen.kind == "detail":
+        return chosen
     for c in live:
-        if c.kind == "detail" and chosen.start_no - 5 <= c.line_no <= chosen.line_no and chosen.kind != "detail":
+        if c.kind == "detail" and chosen.start_no - 5 <= c.line_no <= chosen.line_no:
             return Candidate(c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context,
                              detail=chosen.text)
     return chosen
+
+
+def choose(cands: list[Candidate]) -> Candidate | None:
+    """The root cause: the first real exception; wrappers, echoes and terminations only as a last resort."""
+    live = [c for c in cands if not c.cancelled]
+    chosen = _by_tier(live) or _explaining_a_death(live)
+    if chosen is None:
+        return None
+    return _precise_detail(_complete_copy(chosen, live), live)
 
 
 def same_failure_procs(chosen: Candidate, cands: list[Candidate]) -> list[str]:

@@ -89,38 +89,42 @@ class TracebackAssembler:
             return False, None
         if line.proc is not None and line.fmt is not None:
             tb.takes_bare = False
-        text = line.text
-        stripped = text.strip()
-        indented = text[:1].isspace() or stripped.startswith("^")
-        if tb.state == "frames":
-            if not stripped or indented:
-                tb.keep(line.raw)
-                if stripped.startswith("assert "):
-                    tb.last_assert = (line.no, text)
-                return True, None
-            if stripped in _CHAIN:
-                tb.state, tb.idle = "chain", 0
-                tb.keep(line.raw)
-                return True, None
-            if EXC_LINE.match(stripped):
-                tb.keep(line.raw)
-                tb.exceptions.append((line.no, stripped))
-                tb.state, tb.idle = "linger", 0
-                return True, tb if len(tb.exceptions) == 1 else None
-            tb.idle += 1  # another process's output interleaved; tolerate a little of it
-            if tb.idle > _MAX_STRAY:
-                self.open.remove(tb)
-            return False, None
-        # linger / chain: a finished traceback that a chained one may still follow.
+        stripped = line.text.strip()
+        indented = line.text[:1].isspace() or stripped.startswith("^")
         if stripped in _CHAIN:
             tb.state, tb.idle = "chain", 0
             tb.keep(line.raw)
             return True, None
-        if indented and stripped and tb.state == "linger" and tb.exceptions[-1][0] not in tb.details:
+        if tb.state == "frames":
+            return self._frame(tb, line, stripped, indented)
+        return self._after(tb, line, stripped, indented)
+
+    def _frame(self, tb: Traceback, line: Line, stripped: str, indented: bool) -> tuple[bool, Traceback | None]:
+        """Inside the frames: indented lines belong, an exception line ends them, anything else is another
+        process's output interleaved (a little of it is tolerated)."""
+        if not stripped or indented:
+            tb.keep(line.raw)
+            if stripped.startswith("assert "):
+                tb.last_assert = (line.no, line.text)
+            return True, None
+        if EXC_LINE.match(stripped):
+            tb.keep(line.raw)
+            tb.exceptions.append((line.no, stripped))
+            tb.state, tb.idle = "linger", 0
+            return True, tb if len(tb.exceptions) == 1 else None
+        tb.idle += 1
+        if tb.idle > _MAX_STRAY:
+            self.open.remove(tb)
+        return False, None
+
+    def _after(self, tb: Traceback, line: Line, stripped: str, indented: bool) -> tuple[bool, Traceback | None]:
+        """After an exception line (linger) or a chain marker (chain): a chained traceback may still follow,
+        and the exception's message may go on below it."""
+        lingering = tb.state == "linger"
+        if lingering and indented and stripped and tb.exceptions[-1][0] not in tb.details:
             # The message goes on below the exception line (pydantic: "  Value error, ...").
             tb.details[tb.exceptions[-1][0]] = (line.no, stripped)
-        continued = tb.state == "linger" and tb.exceptions[-1][1].endswith(":") and tb.idle < 8
-        if continued and stripped and not indented:
+        if lingering and stripped and not indented and tb.exceptions[-1][1].endswith(":") and tb.idle < 8:
             # A message that continues below its exception line (Triton's "CompilationError: at 1:0:", then the
             # kernel's source, then the error it hit): the inner exception, if one is quoted, says why.
             if _INNER_EXC.match(stripped):
@@ -128,7 +132,7 @@ class TracebackAssembler:
             tb.idle += 1
             tb.keep(line.raw)
             return True, None
-        if not stripped or (indented and tb.state == "linger"):
+        if not stripped or (indented and lingering):
             tb.idle += 1
             if tb.idle > 8:
                 self.open.remove(tb)

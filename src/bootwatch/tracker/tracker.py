@@ -136,36 +136,43 @@ class Tracker:
         return {k: [r for _, r in sorted(v, key=lambda x: x[0])] for k, v in kinds.items()}
 
     def _segment(self, line: Line, hits: list[Rule], ev: list[Event]) -> Launch:
-        cur = self.launch
+        """The launch this line belongs to: a launch line (a banner) may begin a new one."""
         hit_ids = {id(r) for r in hits if r.kind == "launch"}
         for engine, rule in self.book.launch if hit_ids else ():
-            if id(rule) not in hit_ids:
-                continue
-            engine = self.forced or engine
-            if rule.first_only and cur is not None and cur.first_only_seen:
-                # A model reloaded by a server that is already up is serving, not a new startup.
-                continue
-            if (cur is not None and not self.forced and cur.ready is None and cur.failure is None
-                    and engine in self.book.for_engine(cur.engine).runs):
-                # The banner of an engine this one runs as a child (Ollama relaying llama-server), while it is
-                # still starting: part of this launch.
-                cur.scores[engine] = cur.scores.get(engine, 0) + 1
-                continue
-            if cur is None or cur.progressed or rule.source in cur.markers:
-                first_only_seen = cur.first_only_seen if cur is not None and rule.first_only else False
-                cur = self._new_launch(line, engine, ev)
-                cur.first_only_seen = first_only_seen
-                cur.engine_by_banner = not self.forced
-            if rule.first_only:
-                cur.first_only_seen = True
-            elif cur.engine == "unknown" and not cur.forced_engine:
-                cur.engine, cur.rules = engine, self.book.for_engine(engine)
-            cur.scores[engine] = cur.scores.get(engine, 0) + _LAUNCH_WEIGHT
-            cur.markers.add(rule.source)
-            return cur
-        if cur is None:
-            cur = self._new_launch(line, self.forced or "unknown", ev)
+            if id(rule) in hit_ids:
+                launch = self._launch_line(line, self.forced or engine, rule, ev)
+                if launch is not None:
+                    return launch
+        if self.launch is None:
+            self._new_launch(line, self.forced or "unknown", ev)
+        assert self.launch is not None
+        return self.launch
+
+    def _launch_line(self, line: Line, engine: str, rule: Rule, ev: list[Event]) -> Launch | None:
+        """A launch line: the launch it begins or belongs to, or None when it is no launch line here."""
+        cur = self.launch
+        if cur is not None and rule.first_only and cur.first_only_seen:
+            return None  # a model reloaded by a server that is already up is serving, not a new startup
+        if cur is not None and self._child_banner(cur, engine):
+            cur.scores[engine] = cur.scores.get(engine, 0) + 1
+            return None
+        if cur is None or cur.progressed or rule.source in cur.markers:
+            first_only_seen = cur is not None and rule.first_only and cur.first_only_seen
+            cur = self._new_launch(line, engine, ev)
+            cur.first_only_seen = first_only_seen
+            cur.engine_by_banner = not self.forced
+        elif cur.engine == "unknown" and not cur.forced_engine:
+            cur.engine, cur.rules = engine, self.book.for_engine(engine)
+        cur.first_only_seen |= rule.first_only
+        cur.scores[engine] = cur.scores.get(engine, 0) + _LAUNCH_WEIGHT
+        cur.markers.add(rule.source)
         return cur
+
+    def _child_banner(self, cur: Launch, engine: str) -> bool:
+        """The banner of an engine this one runs as a child (Ollama relaying llama-server) while it is still
+        starting: part of this launch."""
+        return (not self.forced and cur.ready is None and cur.failure is None
+                and engine in self.book.for_engine(cur.engine).runs)
 
     def _new_launch(self, line: Line, engine: str, ev: list[Event]) -> Launch:
         self.tb.flush()
@@ -181,26 +188,12 @@ class Tracker:
     def _detect(self, launch: Launch, line: Line, hits: list[Rule]) -> None:
         """Weigh the evidence of every line (banners, argument dumps, prefixes, module paths in tracebacks):
         the engine with the most evidence so far wins, and may still change until the launch is ready."""
-        scores = launch.scores
-        fmt_engine = self._fmt_engine.get(line.fmt or "")
-        if fmt_engine in self.book.engines and scores.get("fmt:" + fmt_engine, 0) < _FMT_MAX_OF.get(line.fmt or "",
-                                                                                                 _FMT_MAX):
-            # A prefix only one engine prints counts, but a flood of prefixed lines never outweighs banners.
-            scores["fmt:" + fmt_engine] = scores.get("fmt:" + fmt_engine, 0) + 1
-            scores[fmt_engine] = scores.get(fmt_engine, 0) + 1
+        self._weigh_prefix(launch, line)
         if hits:
-            hit_ids = {id(r) for r in hits if r.kind == "detect"}
-            if hit_ids:
-                for engine, rule in self.book.detect:
-                    if id(rule) in hit_ids:
-                        # One kind of line counts a few times at most: a long dump of one library's lines
-                        # (ggml's print_info) must not outweigh a few lines only one program prints.
-                        seen = launch.detect_hits.get(rule.source, 0)
-                        if seen < _DETECT_REPEAT:
-                            launch.detect_hits[rule.source] = seen + 1
-                            scores[engine] = scores.get(engine, 0) + rule.weight
+            self._weigh_detect_rules(launch, hits)
         if launch.engine_by_banner:
             return  # the launch began with this engine's own banner: other engines' lines are its children's
+        scores = launch.scores
         best, weight = launch.engine, scores.get(launch.engine, 0)
         for engine in self.book.engines:
             if scores.get(engine, 0) > weight:
@@ -210,16 +203,45 @@ class Tracker:
         if launch.ready is not None:
             if launch.ready_engine != "unknown" or weight < _REVOKE_WEIGHT:
                 return
-            # Readiness came from a generic uvicorn line, but this is a known engine whose readiness means
-            # more (SGLang warms up after uvicorn starts): that line was not readiness.
-            launch.ready = None
-            launch.ready_engine = None
-            if launch.phases and launch.phases[-1].name == "ready":
-                launch.phases.pop()
-                if launch.phases:
-                    launch.phases[-1].end_line = launch.phases[-1].end_t = None
+            self._revoke_ready(launch)
         launch.engine, launch.rules = best, self.book.for_engine(best)
         self._rejudge(launch, line)
+
+    def _weigh_prefix(self, launch: Launch, line: Line) -> None:
+        """A prefix only one engine prints counts, but a flood of prefixed lines never outweighs banners."""
+        fmt = line.fmt or ""
+        engine = self._fmt_engine.get(fmt)
+        if engine is None or engine not in self.book.engines:
+            return
+        key = "fmt:" + engine
+        if launch.scores.get(key, 0) < _FMT_MAX_OF.get(fmt, _FMT_MAX):
+            launch.scores[key] = launch.scores.get(key, 0) + 1
+            launch.scores[engine] = launch.scores.get(engine, 0) + 1
+
+    def _weigh_detect_rules(self, launch: Launch, hits: list[Rule]) -> None:
+        hit_ids = {id(r) for r in hits if r.kind == "detect"}
+        if not hit_ids:
+            return
+        for engine, rule in self.book.detect:
+            if id(rule) not in hit_ids:
+                continue
+            # One kind of line counts a few times at most: a long dump of one library's lines (ggml's
+            # print_info) must not outweigh a few lines only one program prints.
+            seen = launch.detect_hits.get(rule.source, 0)
+            if seen < _DETECT_REPEAT:
+                launch.detect_hits[rule.source] = seen + 1
+                launch.scores[engine] = launch.scores.get(engine, 0) + rule.weight
+
+    @staticmethod
+    def _revoke_ready(launch: Launch) -> None:
+        """Readiness came from a generic uvicorn line, but this is a known engine whose readiness means more
+        (SGLang warms up after uvicorn starts): that line was not readiness."""
+        launch.ready = None
+        launch.ready_engine = None
+        if launch.phases and launch.phases[-1].name == "ready":
+            launch.phases.pop()
+            if launch.phases:
+                launch.phases[-1].end_line = launch.phases[-1].end_t = None
 
     def _rejudge(self, launch: Launch, current: Line) -> None:
         """Lines read under the engine it seemed to be: what the real engine's rules call evidence counts."""
@@ -361,52 +383,51 @@ class Tracker:
 
     def _evidence(self, launch: Launch, sel: dict[str, list[Rule]], line: Line, t: float | None,
                   ev: list[Event]) -> bool:
-        text = line.text.strip()
-        runtime = launch.ready is not None
+        """Failure evidence on this line: a fatal rule's, else (before readiness) a suspect or detail rule's,
+        else what the line is by its shape or level (an exception line, a FATAL or ERROR record)."""
         for r in sel.get("fatal", ()):
-            if r.levels and line.level not in r.levels:
-                continue
-            if r.role in ("cause", "cause_before"):
-                # cause_before: the line says the server gives up; an earlier line says why. If none does,
-                # this line is still the best there is (a death candidate, chosen last).
-                kind = "fatal" if r.role == "cause" else "death"
-                self._add_candidate(launch, Candidate(line.no, text, line.proc, kind, line.no, r.category,
-                                                      list(launch.recent) + [line.raw]), ev)
-                self._mark_dying(launch, line, t)
-            elif r.role == "death":
-                self._add_candidate(launch, Candidate(line.no, text, line.proc, "death", line.no, r.category,
-                                                      list(launch.recent) + [line.raw], wrapper=True), ev)
-                self._mark_dying(launch, line, t)
-            elif r.role == "wrapper":
-                self._mark_dying(launch, line, t)
-            return True
-        if runtime:
+            if not r.levels or line.level in r.levels:
+                self._fatal(launch, r, line, t, ev)
+                return True
+        if launch.ready is not None:
             return False
         for kind in ("suspect", "detail"):
             for r in sel.get(kind, ()):  # from the set's hits: matched already
-                launch.candidates.append(Candidate(line.no, text, line.proc, kind, line.no, r.category,
-                                                   list(launch.recent) + [line.raw]))
+                launch.candidates.append(self._candidate(launch, line, kind, r.category))
                 return True
+        return self._by_shape(launch, line, t, ev)
+
+    def _candidate(self, launch: Launch, line: Line, kind: str, category: str | None = None,
+                   wrapper: bool = False) -> Candidate:
+        c = Candidate(line.no, line.text.strip(), line.proc, kind, line.no, category,
+                      list(launch.recent) + [line.raw], wrapper=wrapper)
+        c.level = line.level
+        return c
+
+    def _fatal(self, launch: Launch, r: Rule, line: Line, t: float | None, ev: list[Event]) -> None:
+        if r.role in ("cause", "cause_before"):
+            # cause_before: the line says the server gives up; an earlier line says why. If none does, this
+            # line is still the best there is (a death candidate, chosen last).
+            kind = "fatal" if r.role == "cause" else "death"
+            self._add_candidate(launch, self._candidate(launch, line, kind, r.category), ev)
+        elif r.role == "death":
+            self._add_candidate(launch, self._candidate(launch, line, "death", r.category, wrapper=True), ev)
+        self._mark_dying(launch, line, t)
+
+    def _by_shape(self, launch: Launch, line: Line, t: float | None, ev: list[Event]) -> bool:
+        text = line.text.strip()
         if EXC_LINE.match(text) and ":" in text and not text[:1].isspace() and _looks_exception(text):
-            c = Candidate(line.no, text, line.proc, "loose", line.no, context=list(launch.recent) + [line.raw])
-            c.level = line.level
-            self._add_candidate(launch, c, ev)
+            self._add_candidate(launch, self._candidate(launch, line, "loose"), ev)
             return True
         if line.level == "FATAL" and text:
             # Logged at FATAL level (TurboMind's [TM][FATAL], glog's F-lines): the program aborts after it.
-            self._add_candidate(launch, Candidate(line.no, text, line.proc, "fatal", line.no, None,
-                                                  list(launch.recent) + [line.raw]), ev)
+            self._add_candidate(launch, self._candidate(launch, line, "fatal"), ev)
             self._mark_dying(launch, line, t)
             return True
-        if line.level in _ERROR_LEVELS and text:
+        if line.level in _ERROR_LEVELS and text and not any(r.regex.search(text) for r in launch.rules["benign"]):
             # An error the server logged that no rule knows: not evidence of death by itself, but the best
             # explanation of one that follows closely.
-            c = Candidate(line.no, text, line.proc, "errlevel", line.no, context=list(launch.recent) + [line.raw])
-            c.level = line.level
-            c.runtime = launch.ready is not None
-            if not any(r.regex.search(text) for r in launch.rules["benign"]):
-                launch.error_lines.append(c)
-            return False
+            launch.error_lines.append(self._candidate(launch, line, "errlevel"))
         return False
 
     # ---- evidence and verdict ----------------------------------------------------------------------

@@ -215,45 +215,63 @@ class VerdictMachine:
         return log.ready or self.probe_up
 
     def _decide(self, now: float) -> list[Notice]:
-        p, log = self.policy, self.log
         if self.exited is not None:
-            if self.ready_at is not None or log.ready:
-                self.outcome = Outcome.STOPPED if self.exited.clean and not log.runtime_failed else Outcome.DIED
-            else:
-                self.outcome = Outcome.FAILED
+            self._decide_exit()
             return []
         if self.ready_at is None:
-            if log.failed:
-                self.outcome = Outcome.FAILED
-                return []
-            if self._ready_now():
-                self.ready_at = now
-                out = [] if log.ready else [Notice("ready_by_probe", now, "the URL answered 200")]
-                if p.verify:
-                    self.verify_pending = True
-                    return [*out, Notice("verify", now, "asking for one token")]
-                if not p.follow_after_ready:
-                    self.outcome = Outcome.READY
-                return out
-            if self.input_ended and p.replay:
-                self.outcome = Outcome.INCOMPLETE
-                return []
-            if now - self.start >= p.timeout_s:
-                self.outcome = Outcome.TIMEOUT
-                return [Notice("timeout", now, f"not ready after {fmt_duration(now - self.start)} (in {log.phase})",
-                               log.phase)]
-            return self._stall(now)
-        if self.verify is not None and self.verify_pending is False and self.verify.ok is False:
+            return self._decide_starting(now)
+        self._decide_ready()
+        return []
+
+    def _decide_exit(self) -> None:
+        """The server or the source is gone: before readiness it failed; after, it stopped or died."""
+        assert self.exited is not None
+        if self.ready_at is not None or self.log.ready:
+            clean = self.exited.clean and not self.log.runtime_failed
+            self.outcome = Outcome.STOPPED if clean else Outcome.DIED
+        else:
+            self.outcome = Outcome.FAILED
+
+    def _decide_starting(self, now: float) -> list[Notice]:
+        p, log = self.policy, self.log
+        if log.failed:
             self.outcome = Outcome.FAILED
             return []
-        if self.verify is not None and not p.follow_after_ready:
+        if self._ready_now():
+            return self._became_ready(now)
+        if self.input_ended and p.replay:
+            self.outcome = Outcome.INCOMPLETE
+            return []
+        if now - self.start >= p.timeout_s:
+            self.outcome = Outcome.TIMEOUT
+            return [Notice("timeout", now, f"not ready after {fmt_duration(now - self.start)} (in {log.phase})",
+                           log.phase)]
+        return self._stall(now)
+
+    def _became_ready(self, now: float) -> list[Notice]:
+        self.ready_at = now
+        out = [] if self.log.ready else [Notice("ready_by_probe", now, "the URL answered 200")]
+        if self.policy.verify:
+            self.verify_pending = True
+            return [*out, Notice("verify", now, "asking for one token")]
+        if not self.policy.follow_after_ready:
             self.outcome = Outcome.READY
-            return []
+        return out
+
+    def _decide_ready(self) -> None:
+        """After readiness: the verification's answer, then (following) a runtime death of a server we do not
+        hold the process of."""
         if self.verify_pending:
-            return []
-        if log.runtime_failed and not p.has_server:
+            return
+        if self.verify is not None:
+            if not self.verify.ok:
+                self.outcome = Outcome.FAILED
+            elif not self.policy.follow_after_ready:
+                self.outcome = Outcome.READY
+            if self.outcome is not None:
+                return
+        if self.log.runtime_failed and not self.policy.has_server:
             self.outcome = Outcome.DIED
-        return []
 
     @property
     def quiet_since(self) -> float:
