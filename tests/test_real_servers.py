@@ -22,23 +22,31 @@ pytestmark = pytest.mark.real_server
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 
 
-def _paths() -> dict[str, str]:
+class _Paths(dict[str, str]):
+    """Where scripts/real-servers put the servers and the model. Unprepared, a test that asks for one fails
+    with what to run; merely importing this module (for `-m "not real_server"`) never does."""
+
+    def __getitem__(self, key: str) -> str:
+        missing = [k for k in ("BOOTWATCH_VLLM_PY", "BOOTWATCH_LLAMA_SERVER", "BOOTWATCH_TINY_MODEL")
+                   if not self.get(k) or not Path(self.get(k, "")).exists()]
+        if missing:
+            pytest.fail(f"real servers are not prepared ({', '.join(missing)}): run scripts/real-servers prepare")
+        return super().__getitem__(key)
+
+
+def _paths() -> _Paths:
     p = subprocess.run(["bash", str(ROOT / "scripts" / "real-servers"), "paths"], capture_output=True, text=True)
-    out = {}
+    out = _Paths()
     for line in p.stdout.splitlines():
         if line.startswith("export "):
             k, _, v = line[7:].partition("=")
             out[k] = v
-    missing = [k for k in ("BOOTWATCH_VLLM_PY", "BOOTWATCH_LLAMA_SERVER", "BOOTWATCH_TINY_MODEL")
-               if not out.get(k) or not Path(out[k]).exists()]
-    if missing:
-        pytest.fail(f"real servers are not prepared ({', '.join(missing)}): run scripts/real-servers prepare")
     return out
 
 
-PATHS = _paths() if os.environ.get("BOOTWATCH_SKIP_REAL_SERVERS") != "1" else {}
-if not PATHS:
+if os.environ.get("BOOTWATCH_SKIP_REAL_SERVERS") == "1":
     pytest.skip("BOOTWATCH_SKIP_REAL_SERVERS=1", allow_module_level=True)
+PATHS = _paths()
 
 
 def free_port() -> int:
