@@ -96,9 +96,10 @@ class Report:
         if isinstance(elapsed, int | float):
             return float(elapsed)
         durations = [p.get("duration_s") for p in self.phases if p.get("name") != "ready"]
-        if not durations or any(not isinstance(d, int | float) for d in durations):
+        numbers = [float(d) for d in durations if isinstance(d, int | float)]
+        if not numbers or len(numbers) != len(durations):
             return None
-        return float(sum(durations))
+        return sum(numbers)
 
     def text(self, source: str = "") -> str:
         """The summary as `bootwatch report` prints it (verdict, root cause, phase table), without colour."""

@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bootwatch.errors import UsageError
 from bootwatch.probe_state import STALE_AFTER_S, ProbeState, read
@@ -142,11 +143,11 @@ def probe(state: Path | None, log: Path | None, stall_s: float | None, now: floa
     return from_log(log, stall_s, now)
 
 
-def main(args: object) -> int:
+def main(args: Any) -> int:
     from bootwatch.text import shown
 
     state = Path(args.state) if getattr(args, "state", None) else None
-    log = Path(args.log) if getattr(args, "log", None) else None
+    log = Path(args.log) if getattr(args, "log", None) else None  # an argparse Namespace of `probe`
     if log is not None and not log.exists():
         raise UsageError(f"{log}: no such file")
     answer = probe(state, log, getattr(args, "stall", None))
