@@ -46,8 +46,12 @@ def measure(args: list[str], calls: int) -> dict[str, float]:
         cpus.append(c)
         codes.add(code)
     walls.sort()
-    return {"wall_p50_ms": statistics.median(walls) * 1000, "wall_p95_ms": walls[int(len(walls) * 0.95) - 1] * 1000,
-            "cpu_p50_ms": statistics.median(cpus) * 1000, "exit": float(min(codes) if len(codes) == 1 else -1)}
+    return {
+        "wall_p50_ms": statistics.median(walls) * 1000,
+        "wall_p95_ms": walls[int(len(walls) * 0.95) - 1] * 1000,
+        "cpu_p50_ms": statistics.median(cpus) * 1000,
+        "exit": float(min(codes) if len(codes) == 1 else -1),
+    }
 
 
 def main() -> None:
@@ -56,13 +60,21 @@ def main() -> None:
     opts = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bw-probe-bench-"))
     now = time.time()
-    base = {"version": 1, "pid": os.getpid(), "started": now, "source": str(tmp / "nolog"), "progress": None,
-            "last_event": now, "stall_warning": False, "root_cause": None, "server_pid": os.getpid()}
+    base = {
+        "version": 1,
+        "pid": os.getpid(),
+        "started": now,
+        "source": str(tmp / "nolog"),
+        "progress": None,
+        "last_event": now,
+        "stall_warning": False,
+        "root_cause": None,
+        "server_pid": os.getpid(),
+    }
     ready = tmp / "ready.json"
     ready.write_text(json.dumps({**base, "state": "ready", "phase": "ready", "heartbeat": now + 3600}))
     starting = tmp / "starting.json"
-    starting.write_text(json.dumps({**base, "state": "starting", "phase": "load_weights",
-                                    "heartbeat": now + 3600}))
+    starting.write_text(json.dumps({**base, "state": "starting", "phase": "load_weights", "heartbeat": now + 3600}))
     small = REPO / "tests" / "corpus" / "vllm" / "v0.11-elloraa-gloo-ready.log"
     big = tmp / "big.log"
     blob = corpus_blob(default_corpus())
@@ -80,8 +92,10 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     for name, args in cases:
         r = measure(args, opts.calls)
-        print(f"| {name} | {r['wall_p50_ms']:.0f} ms | {r['wall_p95_ms']:.0f} ms | {r['cpu_p50_ms']:.0f} ms | "
-              f"{r['exit']:.0f} |")
+        print(
+            f"| {name} | {r['wall_p50_ms']:.0f} ms | {r['wall_p95_ms']:.0f} ms | {r['cpu_p50_ms']:.0f} ms | "
+            f"{r['exit']:.0f} |"
+        )
     big.unlink()
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 

@@ -44,8 +44,9 @@ def gone(pid: int, within_s: float = 10.0) -> bool:
 
 def test_launch_ready_then_stopped_on_exit(tmp_path: Path) -> None:
     seen: list[str] = []
-    with bootwatch.launch(fake(READY_VLLM, "--then", "serve"), log=tmp_path / "s.log",
-                          on_event=lambda ev: seen.append(ev.kind)) as server:
+    with bootwatch.launch(
+        fake(READY_VLLM, "--then", "serve"), log=tmp_path / "s.log", on_event=lambda ev: seen.append(ev.kind)
+    ) as server:
         assert server.alive() and server.report.verdict == "ready" and server.summary["engine"] == "vllm"
         assert server.log_path == tmp_path / "s.log" and server.report.phase == "ready"
         assert server.report.time_to_ready_s is not None
@@ -57,8 +58,10 @@ def test_launch_ready_then_stopped_on_exit(tmp_path: Path) -> None:
 
 
 def test_launch_failure_raises_server_failed_with_root_cause_phase_and_log(tmp_path: Path) -> None:
-    with pytest.raises(ServerFailed) as info, bootwatch.launch(fake(FAILED_SGLANG, "--then", "exit:1"),
-                                                              log_dir=tmp_path):
+    with (
+        pytest.raises(ServerFailed) as info,
+        bootwatch.launch(fake(FAILED_SGLANG, "--then", "exit:1"), log_dir=tmp_path),
+    ):
         pytest.fail("a failed start must not enter the block")
     e = info.value
     assert e.category == "oom" and e.root_cause is not None and "out of memory" in e.root_cause.lower()
@@ -69,17 +72,22 @@ def test_launch_failure_raises_server_failed_with_root_cause_phase_and_log(tmp_p
 
 
 def test_launch_sigkill_is_a_failure_that_says_so(tmp_path: Path) -> None:
-    with pytest.raises(ServerFailed) as info, bootwatch.launch(
-            fake(READY_SGLANG, "--lines", "12", "--then", "kill"), log_dir=tmp_path):
+    with (
+        pytest.raises(ServerFailed) as info,
+        bootwatch.launch(fake(READY_SGLANG, "--lines", "12", "--then", "kill"), log_dir=tmp_path),
+    ):
         pass
     assert info.value.category == "killed" and "SIGKILL" in (info.value.root_cause or "")
 
 
 def test_launch_silence_is_a_stall_and_the_server_is_stopped(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
-    with pytest.raises(ServerStalled) as info, bootwatch.launch(
-            fake(READY_SGLANG, "--lines", "3", "--then", "hang", "--pidfile", str(pidfile)), log_dir=tmp_path,
-            stall=1):
+    with (
+        pytest.raises(ServerStalled) as info,
+        bootwatch.launch(
+            fake(READY_SGLANG, "--lines", "3", "--then", "hang", "--pidfile", str(pidfile)), log_dir=tmp_path, stall=1
+        ),
+    ):
         pass
     assert info.value.report.verdict == "stalled"
     assert all(gone(int(p)) for p in pidfile.read_text().split())
@@ -87,7 +95,11 @@ def test_launch_silence_is_a_stall_and_the_server_is_stopped(tmp_path: Path) -> 
 
 def test_launch_timeout_while_still_talking(tmp_path: Path) -> None:
     # A server that keeps printing is not stalled: only the timeout ends it.
-    chatter = [sys.executable, "-c", "import time\nwhile True:\n    print('still loading', flush=True); time.sleep(0.2)"]
+    chatter = [
+        sys.executable,
+        "-c",
+        "import time\nwhile True:\n    print('still loading', flush=True); time.sleep(0.2)",
+    ]
     start = time.time()
     with pytest.raises(ServerTimeout), bootwatch.launch(chatter, log_dir=tmp_path, timeout=2, stall=60):
         pass
@@ -117,8 +129,9 @@ async def test_async_cancellation_stops_the_server(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
 
     async def start() -> None:
-        async with bootwatch.launch(fake(READY_SGLANG, "--lines", "3", "--then", "hang", "--pidfile", str(pidfile)),
-                                    log_dir=tmp_path, stall=600):
+        async with bootwatch.launch(
+            fake(READY_SGLANG, "--lines", "3", "--then", "hang", "--pidfile", str(pidfile)), log_dir=tmp_path, stall=600
+        ):
             pytest.fail("never ready")
 
     task = asyncio.create_task(start())
@@ -140,8 +153,12 @@ def test_sync_launch_ctrl_c_while_waiting_stops_the_server(tmp_path: Path) -> No
         signal.pthread_kill(main, signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt), bootwatch.launch(
-            fake(READY_SGLANG, "--lines", "3", "--then", "hang", "--pidfile", str(pidfile)), log_dir=tmp_path):
+    with (
+        pytest.raises(KeyboardInterrupt),
+        bootwatch.launch(
+            fake(READY_SGLANG, "--lines", "3", "--then", "hang", "--pidfile", str(pidfile)), log_dir=tmp_path
+        ),
+    ):
         pass
     assert all(gone(int(p)) for p in pidfile.read_text().split())
 
@@ -149,8 +166,11 @@ def test_sync_launch_ctrl_c_while_waiting_stops_the_server(tmp_path: Path) -> No
 def test_a_killed_python_leaves_no_server(tmp_path: Path) -> None:
     # The guard process stops the server's group when the program that launched it is SIGKILLed.
     pidfile = tmp_path / "pids"
-    script = (f"import bootwatch, time\nwith bootwatch.launch({fake(READY_VLLM, '--then', 'serve', '--pidfile', str(pidfile))!r}, "
-              f"log_dir={str(tmp_path)!r}):\n    print('ready', flush=True); time.sleep(600)\n")
+    cmd = fake(READY_VLLM, "--then", "serve", "--pidfile", str(pidfile))
+    script = (
+        f"import bootwatch, time\nwith bootwatch.launch({cmd!r}, log_dir={str(tmp_path)!r}):\n"
+        "    print('ready', flush=True); time.sleep(600)\n"
+    )
     p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     p.kill()
@@ -203,8 +223,12 @@ def test_real_llama_server_ready_and_truncated_model_explained(tmp_path: Path) -
     with bootwatch.launch(llama_cmd(free_port()), log_dir=tmp_path, verify=True, timeout=120) as server:
         assert server.url is not None and server.summary["verify"]["ok"] is True
         assert server.report.engine == "llamacpp"
-    with pytest.raises(ServerFailed) as info, bootwatch.launch(
-            llama_cmd(free_port(), gguf=PATHS["BOOTWATCH_TINY_GGUF_TRUNCATED"]), log_dir=tmp_path, timeout=120):
+    with (
+        pytest.raises(ServerFailed) as info,
+        bootwatch.launch(
+            llama_cmd(free_port(), gguf=PATHS["BOOTWATCH_TINY_GGUF_TRUNCATED"]), log_dir=tmp_path, timeout=120
+        ),
+    ):
         pass
     assert "data is not within the file bounds" in (info.value.root_cause or "")
     assert info.value.phase == "load_weights"

@@ -63,7 +63,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         pytest.skip(f"podman cannot run a container here: {probe.stderr.strip()[:300]}")
     shim = tmp / "shim"
     shim.mkdir()
-    (shim / "docker").write_text(f"#!/bin/sh\nexec {' '.join(PODMAN)} \"$@\"\n")
+    (shim / "docker").write_text(f'#!/bin/sh\nexec {" ".join(PODMAN)} "$@"\n')
     (shim / "docker").chmod(0o755)
     yield {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "BOOTWATCH_HOME": str(tmp / "home")}
 
@@ -81,15 +81,20 @@ def start(name: str, script: str, *opts: str) -> None:
 
 
 def watch(env: dict[str, str], name: str, *extra: str) -> tuple[int, dict, str]:
-    p = subprocess.run([sys.executable, "-m", "bootwatch", "watch", f"docker://{name}", "--json", "--timeout", "90",
-                        *extra], capture_output=True, text=True, timeout=180, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "bootwatch", "watch", f"docker://{name}", "--json", "--timeout", "90", *extra],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert "Traceback" not in p.stderr, p.stderr
     events = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     assert events and events[-1]["event"] == "summary", (p.stdout[-2000:], p.stderr[-2000:])
     return p.returncode, events[-1], p.stdout
 
 
-PLAY = "while IFS= read -r l; do echo \"$l\"; usleep 2000; done < /ready.log"
+PLAY = 'while IFS= read -r l; do echo "$l"; usleep 2000; done < /ready.log'
 
 
 def test_a_real_container_startup_is_ready(engine: dict[str, str], container: str) -> None:
@@ -112,8 +117,10 @@ def test_oom_kill_under_a_memory_limit_is_a_failure(engine: dict[str, str], cont
 
 def test_a_restart_by_the_restart_policy_is_a_death(engine: dict[str, str], container: str) -> None:
     # First run: starts, then dies (exit 3); the policy restarts it, and the second run hangs in its start.
-    script = ("if [ -e /tmp/ran ]; then head -n 5 /ready.log; sleep 3600; fi; touch /tmp/ran; "
-              "head -n 40 /ready.log; sleep 2; echo 'RuntimeError: engine core died' >&2; exit 3")
+    script = (
+        "if [ -e /tmp/ran ]; then head -n 5 /ready.log; sleep 3600; fi; touch /tmp/ran; "
+        "head -n 40 /ready.log; sleep 2; echo 'RuntimeError: engine core died' >&2; exit 3"
+    )
     start(container, script, "--restart", "on-failure:2")
     code, s, _ = watch(engine, container)
     assert code == 1 and s["verdict"] == "failed", s
@@ -126,8 +133,9 @@ def test_a_restart_by_the_restart_policy_is_a_death(engine: dict[str, str], cont
 def test_logs_of_a_container_that_already_ended(engine: dict[str, str], container: str) -> None:
     start(container, f"{PLAY}; exit 0")
     deadline = time.time() + 60
-    while time.time() < deadline and "exited" not in _podman("inspect", "--format", "{{.State.Status}}",
-                                                             container).stdout:
+    while (
+        time.time() < deadline and "exited" not in _podman("inspect", "--format", "{{.State.Status}}", container).stdout
+    ):
         time.sleep(0.2)
     code, s, _ = watch(engine, container)
     # The whole log was there: its ready line counts, and then the clean exit of a ready server.

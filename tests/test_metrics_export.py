@@ -47,9 +47,29 @@ def scrape_until_exit(proc: subprocess.Popen[str], port: int) -> list[dict[str, 
 
 def test_phase_and_state_change_during_a_replayed_startup(tmp_path: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([*BOOTWATCH, "run", "--log", str(tmp_path / "s.log"), "--metrics-port", str(port),
-                             "--json", "--then", "sleep 1", "--", sys.executable, str(HELPER), str(READY_VLLM),
-                             "--scale", "0.2", "--then", "serve"], stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "s.log"),
+            "--metrics-port",
+            str(port),
+            "--json",
+            "--then",
+            "sleep 1",
+            "--",
+            sys.executable,
+            str(HELPER),
+            str(READY_VLLM),
+            "--scale",
+            "0.2",
+            "--then",
+            "serve",
+        ],
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     seen = scrape_until_exit(proc, port)
     assert proc.returncode == 0
     phases = [s["phase"] for s in seen if "phase" in s]
@@ -89,8 +109,23 @@ def test_a_port_in_use_is_a_usage_error_and_nothing_starts(tmp_path: Path) -> No
         busy.listen()
         port = busy.getsockname()[1]
         marker = tmp_path / "started"
-        p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "s.log"), "--metrics-port", str(port), "--",
-                            "sh", "-c", f"touch {marker}"], capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            [
+                *BOOTWATCH,
+                "run",
+                "--log",
+                str(tmp_path / "s.log"),
+                "--metrics-port",
+                str(port),
+                "--",
+                "sh",
+                "-c",
+                f"touch {marker}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert p.returncode == 2 and "--metrics-port" in p.stderr and "in use" in p.stderr
     assert "Traceback" not in p.stderr and not marker.exists()
 
@@ -102,9 +137,25 @@ def test_scrape_during_a_real_vllm_startup(tmp_path: Path) -> None:
     from .test_real_servers import vllm_cmd
 
     port = free_port()
-    proc = subprocess.Popen([*BOOTWATCH, "run", "--log", str(tmp_path / "vllm.log"), "--timeout", "240",
-                             "--metrics-port", str(port), "--json", "--then", "sleep 1", "--",
-                             *vllm_cmd(port_for_server())], stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "vllm.log"),
+            "--timeout",
+            "240",
+            "--metrics-port",
+            str(port),
+            "--json",
+            "--then",
+            "sleep 1",
+            "--",
+            *vllm_cmd(port_for_server()),
+        ],
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         seen = scrape_until_exit(proc, port)
     finally:

@@ -40,18 +40,45 @@ def wait_for(cond, timeout: float = 30.0) -> None:  # noqa: ANN001
 def test_ready_inside_then(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     out = tmp_path / "probe.out"
-    p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "s.log"), "--state", str(state), "--then",
-                        f"{sys.executable} -m bootwatch probe --state {state} --ready > {out}", "--",
-                        *fake(READY_VLLM, "--then", "serve")], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "s.log"),
+            "--state",
+            str(state),
+            "--then",
+            f"{sys.executable} -m bootwatch probe --state {state} --ready > {out}",
+            "--",
+            *fake(READY_VLLM, "--then", "serve"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stdout[-2000:]
     assert out.read_text().startswith("ready")
 
 
 def test_starting_then_stalled_then_final(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
-    run = subprocess.Popen([*BOOTWATCH, "run", "--log", str(tmp_path / "s.log"), "--state", str(state), "--stall",
-                            "3", "--json", "--", *fake(READY_SGLANG, "--lines", "3", "--then", "hang")],
-                           stdout=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "s.log"),
+            "--state",
+            str(state),
+            "--stall",
+            "3",
+            "--json",
+            "--",
+            *fake(READY_SGLANG, "--lines", "3", "--then", "hang"),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: state.exists() and json.loads(state.read_text()).get("server_pid"))
         code, ans = probe("--state", str(state))
@@ -72,8 +99,21 @@ def test_starting_then_stalled_then_final(tmp_path: Path) -> None:
 
 def test_dead_with_its_root_cause(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
-    p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "s.log"), "--state", str(state), "--", *fake(
-        FAILED_SGLANG, "--then", "exit:1")], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "s.log"),
+            "--state",
+            str(state),
+            "--",
+            *fake(FAILED_SGLANG, "--then", "exit:1"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 1
     code, ans = probe("--state", str(state))
     assert code == 1 and ans["status"] == "dead" and "out of memory" in ans["detail"].lower()
@@ -81,8 +121,18 @@ def test_dead_with_its_root_cause(tmp_path: Path) -> None:
 
 def _state(path: Path, **fields: object) -> None:
     now = time.time()
-    data = {"version": 1, "pid": 1, "started": now - 5000, "source": "docker://x", "state": "starting",
-            "phase": "load_weights", "progress": 0.3, "last_event": now, "heartbeat": now, "server_pid": None}
+    data = {
+        "version": 1,
+        "pid": 1,
+        "started": now - 5000,
+        "source": "docker://x",
+        "state": "starting",
+        "phase": "load_weights",
+        "progress": 0.3,
+        "last_event": now,
+        "heartbeat": now,
+        "server_pid": None,
+    }
     data.update(fields)
     path.write_text(json.dumps(data))
 
@@ -140,11 +190,25 @@ def test_from_the_log_itself(tmp_path: Path) -> None:
 def test_history_suggest_probes_from_real_runs(tmp_path: Path) -> None:
     env = {**os.environ, "BOOTWATCH_HOME": str(tmp_path / "home")}
     for i in range(3):
-        p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / f"s{i}.log"), "--json", "--then", "true", "--",
-                            *fake(READY_VLLM, "--then", "serve")], capture_output=True, text=True, timeout=60, env=env)
+        p = subprocess.run(
+            [
+                *BOOTWATCH,
+                "run",
+                "--log",
+                str(tmp_path / f"s{i}.log"),
+                "--json",
+                "--then",
+                "true",
+                "--",
+                *fake(READY_VLLM, "--then", "serve"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert p.returncode == 0
-    p = subprocess.run([*BOOTWATCH, "history", "--suggest-probes"], capture_output=True, text=True, timeout=30,
-                       env=env)
+    p = subprocess.run([*BOOTWATCH, "history", "--suggest-probes"], capture_output=True, text=True, timeout=30, env=env)
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert '- engine: "vllm"' in out and "3 ready startup(s)" in out and "startupProbe:" in out
@@ -160,8 +224,9 @@ def test_suggestion_arithmetic() -> None:
     from bootwatch.store.model import Command
 
     times = [100.0 + i for i in range(19)] + [900.0]
-    rows = [StoredStartup(0, 1, "h", "s", Command("run"), "sglang", "ready", model="m", time_to_ready_s=t)
-            for t in times]
+    rows = [
+        StoredStartup(0, 1, "h", "s", Command("run"), "sglang", "ready", model="m", time_to_ready_s=t) for t in times
+    ]
     rows.append(StoredStartup(0, 1, "h", "s", Command("run"), "sglang", "failed", model="m", elapsed_s=5.0))
     (s,) = suggest(rows)
     assert s.count == 20 and s.p95_s == percentile(times, 0.95) == 118.0 and s.max_s == 900.0

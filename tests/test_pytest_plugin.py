@@ -32,7 +32,9 @@ def _run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult
 def test_llama_server_started_once_and_shared(pytester: pytest.Pytester, tmp_path: Path) -> None:
     cmd = llama_cmd(free_port())
     pids = tmp_path / "pids"
-    result = _run(pytester, f"""
+    result = _run(
+        pytester,
+        f"""
 import httpx, pytest
 
 CMD = {json.dumps(cmd)}
@@ -47,14 +49,17 @@ def test_completion(llama, n):
     assert llama.summary["verdict"] == "ready" and llama.summary["verify"]["ok"]
     r = httpx.post(llama.base_url + "/completion", json={{"prompt": "hi", "n_predict": 1}}, timeout=30)
     assert r.status_code == 200
-""")
+""",
+    )
     result.assert_outcomes(passed=2)
     assert len(set(pids.read_text().split())) == 1  # one server for both tests
 
 
 def test_broken_start_shows_the_root_cause_in_the_failure(pytester: pytest.Pytester) -> None:
     cmd = llama_cmd(free_port(), gguf=PATHS["BOOTWATCH_TINY_GGUF_TRUNCATED"])
-    result = _run(pytester, f"""
+    result = _run(
+        pytester,
+        f"""
 import pytest
 
 @pytest.fixture(scope="module")
@@ -66,18 +71,22 @@ def test_uses_it(llama):
 
 def test_uses_it_too(llama):
     pass
-""")
+""",
+    )
     result.assert_outcomes(errors=2)
     out = result.stdout.str()
     # The exception line names the cause; the report section holds bootwatch's summary with its phase table.
-    result.stdout.fnmatch_lines(["*ServerFailed: llama-server failed in phase load_weights: *"
-                                 "data is not within the file bounds*"])
+    result.stdout.fnmatch_lines(
+        ["*ServerFailed: llama-server failed in phase load_weights: *data is not within the file bounds*"]
+    )
     assert "bootwatch: why the server did not start" in out
     assert "root cause (line" in out and "<- died here" in out and "log: " in out
 
 
 def test_a_server_that_dies_during_a_test_is_named_in_its_report(pytester: pytest.Pytester) -> None:
-    result = _run(pytester, f"""
+    result = _run(
+        pytester,
+        f"""
 import os, signal, time, httpx
 
 def test_server_dies(bootwatch_server):
@@ -85,7 +94,8 @@ def test_server_dies(bootwatch_server):
     os.kill(server.pid, signal.SIGKILL)
     time.sleep(0.5)
     httpx.get(server.url, timeout=5)
-""")
+""",
+    )
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "bootwatch: a server died" in out and "is no longer running (exit status -9)" in out
@@ -95,7 +105,9 @@ def test_server_dies(bootwatch_server):
 def test_vllm_cpu_fixture_and_a_broken_vllm(pytester: pytest.Pytester) -> None:
     good = vllm_cmd(free_port())
     bad = vllm_cmd(free_port(), PATHS["BOOTWATCH_TINY_MODEL_NOWEIGHTS"])
-    result = _run(pytester, f"""
+    result = _run(
+        pytester,
+        f"""
 import httpx, pytest
 
 @pytest.fixture(scope="module")
@@ -113,8 +125,10 @@ def test_models(vllm):
 
 def test_broken(broken):
     pass
-""")
+""",
+    )
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*ServerFailed: vllm.entrypoints.openai.api_server failed in phase "
-                                 "*Cannot find any model weights*"])
+    result.stdout.fnmatch_lines(
+        ["*ServerFailed: vllm.entrypoints.openai.api_server failed in phase *Cannot find any model weights*"]
+    )
     assert "<- died here" in result.stdout.str()

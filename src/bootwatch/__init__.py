@@ -29,8 +29,20 @@ if TYPE_CHECKING:
     )
     from bootwatch.errors import UsageError
 
-_API = ("Launch", "Report", "Server", "ServerError", "ServerFailed", "ServerIncomplete", "ServerStalled",
-        "ServerTimeout", "analyze", "launch", "watch", "watch_async")
+_API = (
+    "Launch",
+    "Report",
+    "Server",
+    "ServerError",
+    "ServerFailed",
+    "ServerIncomplete",
+    "ServerStalled",
+    "ServerTimeout",
+    "analyze",
+    "launch",
+    "watch",
+    "watch_async",
+)
 
 
 class _AnalyzeModule(types.ModuleType):
@@ -70,5 +82,19 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bootwatch' has no attribute {name!r}")
 
 
-__all__ = ["Launch", "Report", "Server", "ServerError", "ServerFailed", "ServerIncomplete", "ServerStalled",
-           "ServerTimeout", "UsageError", "__version__", "analyze", "launch", "watch", "watch_async"]
+__all__ = [
+    "Launch",
+    "Report",
+    "Server",
+    "ServerError",
+    "ServerFailed",
+    "ServerIncomplete",
+    "ServerStalled",
+    "ServerTimeout",
+    "UsageError",
+    "__version__",
+    "analyze",
+    "launch",
+    "watch",
+    "watch_async",
+]

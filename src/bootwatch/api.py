@@ -324,12 +324,23 @@ class _LoopThread:
 class Launch:
     """The context manager `launch` returns: `with` (blocking) or `async with` (on the running loop)."""
 
-    def __init__(self, cmd: str | Sequence[str], *, log: str | os.PathLike[str] | None = None,
-                 log_dir: str | os.PathLike[str] | None = None, url: str | None = None,
-                 timeout: Duration = DEFAULT_TIMEOUT, stall: Duration | None = DEFAULT_STALL, verify: bool = False,
-                 engine: str | None = None, rules: Iterable[str | os.PathLike[str]] = (),
-                 env: dict[str, str] | None = None, on_event: EventHook | None = None,
-                 sinks: Iterable[Any] = (), record: bool = False) -> None:
+    def __init__(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        log: str | os.PathLike[str] | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        timeout: Duration = DEFAULT_TIMEOUT,
+        stall: Duration | None = DEFAULT_STALL,
+        verify: bool = False,
+        engine: str | None = None,
+        rules: Iterable[str | os.PathLike[str]] = (),
+        env: dict[str, str] | None = None,
+        on_event: EventHook | None = None,
+        sinks: Iterable[Any] = (),
+        record: bool = False,
+    ) -> None:
         from bootwatch.commands import check_url, guess_url
 
         self.argv = _argv(cmd)
@@ -374,8 +385,13 @@ class Launch:
         self._started = started
         probe = HttpProbe(self.url) if self.url else None
         follower = FdFollower(log.read_fd, start=process.start_offset)
-        opts = Options(timeout_s=self.timeout_s, stall_s=self.stall_s, verify=self.verify,
-                       critical=book.processes, probe_required=self.user_url is not None)
+        opts = Options(
+            timeout_s=self.timeout_s,
+            stall_s=self.stall_s,
+            verify=self.verify,
+            critical=book.processes,
+            probe_required=self.user_url is not None,
+        )
         session = Session(analyzer, sink, opts, probe=probe, server=process, source_bytes=lambda: follower.offset)
         try:
             outcome = await session.run(follower.chunks())
@@ -409,8 +425,9 @@ class Launch:
     async def __aenter__(self) -> Server:
         return await self._start()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self._stop()
 
     # ---- with -------------------------------------------------------------------------------------
@@ -423,8 +440,9 @@ class Launch:
             self._thread = None
             raise
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._thread is None:
             return
         try:
@@ -434,11 +452,22 @@ class Launch:
             self._thread = None
 
 
-def launch(cmd: str | Sequence[str], *, log: str | os.PathLike[str] | None = None,
-           log_dir: str | os.PathLike[str] | None = None, url: str | None = None,
-           timeout: Duration = DEFAULT_TIMEOUT, stall: Duration | None = DEFAULT_STALL, verify: bool = False,
-           engine: str | None = None, rules: Iterable[str | os.PathLike[str]] = (), env: dict[str, str] | None = None,
-           on_event: EventHook | None = None, sinks: Iterable[Any] = (), record: bool = False) -> Launch:
+def launch(
+    cmd: str | Sequence[str],
+    *,
+    log: str | os.PathLike[str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    url: str | None = None,
+    timeout: Duration = DEFAULT_TIMEOUT,
+    stall: Duration | None = DEFAULT_STALL,
+    verify: bool = False,
+    engine: str | None = None,
+    rules: Iterable[str | os.PathLike[str]] = (),
+    env: dict[str, str] | None = None,
+    on_event: EventHook | None = None,
+    sinks: Iterable[Any] = (),
+    record: bool = False,
+) -> Launch:
     """Start `cmd` (a list, or a string split as a shell would) and wait until it is ready.
 
     Use it as `with launch(...) as server:` or `async with launch(...) as server:`; the server (its whole
@@ -451,16 +480,37 @@ def launch(cmd: str | Sequence[str], *, log: str | os.PathLike[str] | None = Non
     Raises ServerFailed (with `root_cause`, `phase`, `log_path`), ServerStalled or ServerTimeout; and
     UsageError, before anything starts, for a bad argument (an empty command, a bad URL or duration).
     """
-    return Launch(cmd, log=log, log_dir=log_dir, url=url, timeout=timeout, stall=stall, verify=verify,
-                  engine=engine, rules=rules, env=env, on_event=on_event, sinks=sinks, record=record)
+    return Launch(
+        cmd,
+        log=log,
+        log_dir=log_dir,
+        url=url,
+        timeout=timeout,
+        stall=stall,
+        verify=verify,
+        engine=engine,
+        rules=rules,
+        env=env,
+        on_event=on_event,
+        sinks=sinks,
+        record=record,
+    )
 
 
 # ---- watch and analyze ---------------------------------------------------------------------------
-async def watch_async(source: str | os.PathLike[str], *, url: str | None = None,
-                      timeout: Duration = DEFAULT_TIMEOUT, stall: Duration | None = DEFAULT_STALL,
-                      verify: bool = False, engine: str | None = None, rules: Iterable[str | os.PathLike[str]] = (),
-                      from_start: bool = False, on_event: EventHook | None = None,
-                      sinks: Iterable[Any] = ()) -> Report:
+async def watch_async(
+    source: str | os.PathLike[str],
+    *,
+    url: str | None = None,
+    timeout: Duration = DEFAULT_TIMEOUT,
+    stall: Duration | None = DEFAULT_STALL,
+    verify: bool = False,
+    engine: str | None = None,
+    rules: Iterable[str | os.PathLike[str]] = (),
+    from_start: bool = False,
+    on_event: EventHook | None = None,
+    sinks: Iterable[Any] = (),
+) -> Report:
     """Follow a server that starts elsewhere (a log file, ssh://, docker://, k8s://) until it is ready; the
     summary when it is, else the typed exception (ServerFailed, ServerStalled, ServerTimeout)."""
     from bootwatch.commands import _open_source, check_url
@@ -476,10 +526,13 @@ async def watch_async(source: str | os.PathLike[str], *, url: str | None = None,
     sink = _Collector(on_event, sinks)
     followed = _open_source(spec, analyzer, sink, SimpleNamespace(from_start=from_start, rules=rule_paths))
     probe = HttpProbe(url) if url else None
-    opts = Options(timeout_s=_seconds(timeout, "timeout") or float("inf"), stall_s=_seconds(stall, "stall"),
-                   verify=verify, await_new_launch=followed.await_new)
-    session = Session(analyzer, sink, opts, probe=probe, source_bytes=followed.bytes_read,
-                      source_death=followed.death)
+    opts = Options(
+        timeout_s=_seconds(timeout, "timeout") or float("inf"),
+        stall_s=_seconds(stall, "stall"),
+        verify=verify,
+        await_new_launch=followed.await_new,
+    )
+    session = Session(analyzer, sink, opts, probe=probe, source_bytes=followed.bytes_read, source_death=followed.death)
     try:
         outcome = await session.run(followed.chunks)
     finally:
@@ -493,25 +546,65 @@ async def watch_async(source: str | os.PathLike[str], *, url: str | None = None,
     return report
 
 
-def watch(source: str | os.PathLike[str], *, url: str | None = None, timeout: Duration = DEFAULT_TIMEOUT,
-          stall: Duration | None = DEFAULT_STALL, verify: bool = False, engine: str | None = None,
-          rules: Iterable[str | os.PathLike[str]] = (), from_start: bool = False,
-          on_event: EventHook | None = None, sinks: Iterable[Any] = ()) -> Report:
+def watch(
+    source: str | os.PathLike[str],
+    *,
+    url: str | None = None,
+    timeout: Duration = DEFAULT_TIMEOUT,
+    stall: Duration | None = DEFAULT_STALL,
+    verify: bool = False,
+    engine: str | None = None,
+    rules: Iterable[str | os.PathLike[str]] = (),
+    from_start: bool = False,
+    on_event: EventHook | None = None,
+    sinks: Iterable[Any] = (),
+) -> Report:
     """`watch_async`, blocking (on a loop of its own, so it works inside a running loop's thread too)."""
     runner = _LoopThread()
     try:
-        return runner.call(watch_async(source, url=url, timeout=timeout, stall=stall, verify=verify, engine=engine,
-                                       rules=rules, from_start=from_start, on_event=on_event, sinks=sinks))
+        return runner.call(
+            watch_async(
+                source,
+                url=url,
+                timeout=timeout,
+                stall=stall,
+                verify=verify,
+                engine=engine,
+                rules=rules,
+                from_start=from_start,
+                on_event=on_event,
+                sinks=sinks,
+            )
+        )
     finally:
         runner.close()
 
 
-def analyze(path: str | os.PathLike[str], *, engine: str | None = None,
-            rules: Iterable[str | os.PathLike[str]] = (), exhaustive: bool = False) -> Report:
+def analyze(
+    path: str | os.PathLike[str],
+    *,
+    engine: str | None = None,
+    rules: Iterable[str | os.PathLike[str]] = (),
+    exhaustive: bool = False,
+) -> Report:
     """`bootwatch report` as a call: the summary of the last launch in the log. Never raises for a verdict;
     UsageError when the file cannot be read as a log."""
     return Report(analyze_path(path, engine=engine, rules=[str(r) for r in rules], exhaustive=exhaustive))
 
 
-__all__ = ["Launch", "Report", "Server", "ServerError", "ServerFailed", "ServerIncomplete", "ServerStalled",
-           "ServerTimeout", "UsageError", "analyze", "launch", "raise_for", "watch", "watch_async"]
+__all__ = [
+    "Launch",
+    "Report",
+    "Server",
+    "ServerError",
+    "ServerFailed",
+    "ServerIncomplete",
+    "ServerStalled",
+    "ServerTimeout",
+    "UsageError",
+    "analyze",
+    "launch",
+    "raise_for",
+    "watch",
+    "watch_async",
+]

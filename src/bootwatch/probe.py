@@ -136,8 +136,12 @@ def probe(state: Path | None, log: Path | None, stall_s: float | None, now: floa
                 answer = from_state(st, stall_s, now)
                 if answer.status in ("dead", "stalled"):
                     return answer
-                return Answer("unknown", f"the watcher (pid {st.pid}) stopped writing {state} "
-                              f"{now - st.heartbeat:.0f} s ago; {answer.detail}", st.phase)
+                return Answer(
+                    "unknown",
+                    f"the watcher (pid {st.pid}) stopped writing {state} "
+                    f"{now - st.heartbeat:.0f} s ago; {answer.detail}",
+                    st.phase,
+                )
     if log is None:
         raise UsageError("probe needs --state FILE or a LOG")
     return from_log(log, stall_s, now)
@@ -153,8 +157,11 @@ def main(args: Any) -> int:
     answer = probe(state, log, getattr(args, "stall", None))
     code = answer.code(bool(getattr(args, "ready", False)))
     if getattr(args, "json", False):
-        print(json.dumps({"status": answer.status, "phase": answer.phase, "detail": shown(answer.detail),
-                          "exit_code": code}))
+        print(
+            json.dumps(
+                {"status": answer.status, "phase": answer.phase, "detail": shown(answer.detail), "exit_code": code}
+            )
+        )
     else:
         print(f"{answer.status}: {shown(answer.detail)}")
     sys.stdout.flush()

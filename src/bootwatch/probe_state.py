@@ -56,8 +56,7 @@ class ProbeState:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProbeState:
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
-        return cls(**{k: v for k, v in d.items() if k in known},
-                   extra={k: v for k, v in d.items() if k not in known})
+        return cls(**{k: v for k, v in d.items() if k in known}, extra={k: v for k, v in d.items() if k not in known})
 
 
 def write_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -85,8 +84,9 @@ class StateSink:
     """A sink that keeps the state file up to date. The heartbeat thread rewrites it while nothing happens:
     a silent phase must not look like a dead watcher."""
 
-    def __init__(self, path: Path, source: str, server_pid: int | None = None,
-                 heartbeat_s: float = HEARTBEAT_S) -> None:
+    def __init__(
+        self, path: Path, source: str, server_pid: int | None = None, heartbeat_s: float = HEARTBEAT_S
+    ) -> None:
         self.path = path
         self.state = ProbeState(pid=os.getpid(), started=time.time(), source=source, server_pid=server_pid)
         self._lock = threading.Lock()

@@ -66,15 +66,17 @@ def _servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 
 @pytest.fixture(scope="session")
-def bootwatch_server(request: pytest.FixtureRequest,
-                     tmp_path_factory: pytest.TempPathFactory) -> Generator[ServerFactory, None, None]:
+def bootwatch_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Generator[ServerFactory, None, None]:
     """`bootwatch_server(cmd, **launch_options)` -> a ready `bootwatch.Server`, shared by the whole session."""
     yield from _servers(request, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def bootwatch_module_server(request: pytest.FixtureRequest,
-                            tmp_path_factory: pytest.TempPathFactory) -> Generator[ServerFactory, None, None]:
+def bootwatch_module_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Generator[ServerFactory, None, None]:
     """As `bootwatch_server`, with the servers stopped at the end of the module."""
     yield from _servers(request, tmp_path_factory)
 
@@ -96,9 +98,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if not server.alive():
             with contextlib.suppress(Exception):  # the report must not fail because the log went away
                 again = server.analyze()
-                text = (f"{display_name(server.argv)} (pid {server.pid}) is no longer running "
-                        f"(exit status {server.exit_code()})\n{again.text(str(server.log_path))}"
-                        f"log: {server.log_path}\n")
+                text = (
+                    f"{display_name(server.argv)} (pid {server.pid}) is no longer running "
+                    f"(exit status {server.exit_code()})\n{again.text(str(server.log_path))}"
+                    f"log: {server.log_path}\n"
+                )
                 report.sections.append(("bootwatch: a server died", text))
 
 

@@ -33,8 +33,20 @@ from bootwatch.errors import UsageError
 if TYPE_CHECKING:
     from bootwatch.tracker import Event
 
-PHASES = ("start", "config", "download", "distributed_init", "load_weights", "load_draft", "compile", "kv_cache",
-          "cuda_graph", "warmup", "ready", "other")
+PHASES = (
+    "start",
+    "config",
+    "download",
+    "distributed_init",
+    "load_weights",
+    "load_draft",
+    "compile",
+    "kv_cache",
+    "cuda_graph",
+    "warmup",
+    "ready",
+    "other",
+)
 STATES = ("starting", "ready", "failed", "stalled", "timeout", "incomplete", "died", "stopped")
 _FACT_CAP = 64  # distinct fact names exported: a label per fact name must not grow without bound
 
@@ -45,20 +57,27 @@ class MetricsSink:
         self.registry = registry or CollectorRegistry()
         r, ns = self.registry, "bootwatch_startup"
         self.phase = Enum(f"{ns}_phase", "The startup phase bootwatch sees now", states=list(PHASES), registry=r)
-        self.state = Enum(f"{ns}_state", "Where the startup stands: starting until a verdict", states=list(STATES),
-                          registry=r)
-        self.progress = Gauge(f"{ns}_phase_progress", "Progress within the current phase (0..1), when known",
-                              registry=r)
+        self.state = Enum(
+            f"{ns}_state", "Where the startup stands: starting until a verdict", states=list(STATES), registry=r
+        )
+        self.progress = Gauge(
+            f"{ns}_phase_progress", "Progress within the current phase (0..1), when known", registry=r
+        )
         self.eta = Gauge(f"{ns}_eta_seconds", "Estimated seconds to ready, when known", registry=r)
-        self.elapsed = Gauge(f"{ns}_elapsed_seconds", "Seconds since the watch began, frozen at the verdict",
-                             registry=r)
+        self.elapsed = Gauge(
+            f"{ns}_elapsed_seconds", "Seconds since the watch began, frozen at the verdict", registry=r
+        )
         self.to_ready = Gauge(f"{ns}_time_to_ready_seconds", "Seconds from the start to ready", registry=r)
         self.transitions = Counter(f"{ns}_phase_transitions", "Phase changes seen", registry=r)
         self.stalls = Counter(f"{ns}_stall_warnings", "Stall warnings (long silence in a phase)", registry=r)
         self.health = Gauge(f"{ns}_health_up", "1 once the health URL answers 200", registry=r)
         self.info = Info(f"{ns}", "The server being started", registry=r)
-        self.facts = Gauge("bootwatch_server_fact", "Numeric facts about the server (from its log, probe, "
-                           "follow mode)", ["name"], registry=r)
+        self.facts = Gauge(
+            "bootwatch_server_fact",
+            "Numeric facts about the server (from its log, probe, follow mode)",
+            ["name"],
+            registry=r,
+        )
         self.started = time.time()
         self.ended: float | None = None
         self.elapsed.set_function(lambda: (self.ended or time.time()) - self.started)
@@ -148,8 +167,11 @@ class MetricsSink:
             self.state.state("died" if summary.get("runtime_failure") else "ready")
         elif verdict in STATES:
             self.state.state(verdict)
-        self._set_info(engine=summary.get("engine"), engine_version=summary.get("engine_version"),
-                       model=(summary.get("facts") or {}).get("model"))
+        self._set_info(
+            engine=summary.get("engine"),
+            engine_version=summary.get("engine_version"),
+            model=(summary.get("facts") or {}).get("model"),
+        )
         for name, value in (summary.get("facts") or {}).items():
             self._fact(str(name), value)
         if self.ended is None:
