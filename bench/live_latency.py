@@ -54,7 +54,7 @@ from common import corpus_blob, default_corpus, reexec_under_venv
 try:
     import psutil
 
-    from bootwatch.analyze import Analyzer
+    from bootwatch.pipeline import Analyzer
     from bootwatch.sources.file import FileFollower
 except ImportError:  # not the venv's Python: run again under it
     reexec_under_venv()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bootwatch.analyze import analyze_path
+from bootwatch.pipeline import analyze_path
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bootwatch.analyze import analyze_path
+from bootwatch.pipeline import analyze_path
 
 UVICORN_BIND_FAIL = """\
 INFO:     Started server process [4242]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bootwatch.analyze import analyze_path
+from bootwatch.pipeline import analyze_path
 
 START = "INFO 08-12 10:11:12 [api_server.py:12] vLLM API server version 0.6.3\nLoading model weights\n"
 SGLANG_START = "[2025-05-01 05:11:17] server_args=ServerArgs(model_path='m')\n[2025-05-01 05:11:17] Load weight begin.\n"
@@ -63,7 +63,7 @@ def test_generic_death_without_a_reason_still_fails_an_sglang_launch(tmp_path: P
 ])
 def test_a_death_no_rule_explains_names_the_last_words_or_the_exit(printed: bytes, want_no: int | None,
                                                                     want_text: str) -> None:
-    from bootwatch.analyze import Analyzer
+    from bootwatch.pipeline import Analyzer
 
     a = Analyzer(clock="arrival")
     a.feed(printed, 1.0)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bootwatch.analyze import analyze_path
+from bootwatch.pipeline import analyze_path
 from bootwatch.store import (
     KEEP,
     Command,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bootwatch.analyze import Analyzer
+from bootwatch.pipeline import Analyzer
 from bootwatch.insight.activity import ActivitySampler, tree_of
 from bootwatch.insight.eta import book_from, quantile, regression
 from bootwatch.insight.live import Insight

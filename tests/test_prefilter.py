@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bootwatch.analyze import rules_for
+from bootwatch.pipeline import rules_for
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bootwatch.analyze import analyze_path
+from bootwatch.pipeline import analyze_path
 
 from .conftest import FIXTURES
 

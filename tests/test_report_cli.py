@@ -119,7 +119,7 @@ def test_bad_input_gives_a_message_not_a_traceback(case: str, tmp_path: Path) ->
 
 def test_report_of_many_appended_launches_reads_only_the_last(tmp_path: Path) -> None:
     """The backwards scan for the last launch gives the same summary as reading every byte."""
-    from bootwatch.analyze import analyze_path
+    from bootwatch.pipeline import analyze_path
 
     logs = sorted(CORPUS.glob("*/*.log"))
     for tail in (logs[-1], logs[3], logs[20], CORPUS / "vllm/v0.9.1-wrapper-argparse-error-then-port-in-use.log"):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bootwatch.analyze import analyze_path
+from bootwatch.pipeline import analyze_path
 
 from .conftest import CORPUS, FIXTURES
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bootwatch.analyze import Analyzer, analyze_path
+from bootwatch.pipeline import Analyzer, analyze_path
 from bootwatch.engines import load_rulebook
 from bootwatch.lines import Normalizer
 from bootwatch.serving.aggregate import _quantile

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bootwatch.analyze import Analyzer, analyze_file, analyze_path
+from bootwatch.pipeline import Analyzer, analyze_file, analyze_path
 from bootwatch.session import Options, Session
 from bootwatch.sinks.protocol import NullSink
 from bootwatch.sources.scripted import Pause, ScriptedSource, Step

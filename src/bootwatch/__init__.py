@@ -6,9 +6,6 @@ starts elsewhere, `analyze` a log. Importing bootwatch stays cheap: the API load
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -23,6 +20,7 @@ if TYPE_CHECKING:
         ServerIncomplete,
         ServerStalled,
         ServerTimeout,
+        analyze,
         launch,
         watch,
         watch_async,
@@ -45,32 +43,9 @@ _API = (
 )
 
 
-class _AnalyzeModule(types.ModuleType):
-    """`bootwatch.analyze` is both the pipeline module (bootwatch/analyze.py) and the API's `analyze(path)`:
-    the module, once imported, is callable."""
-
-    def __call__(self, path: Any, **options: Any) -> Any:
-        from bootwatch.api import analyze
-
-        return analyze(path, **options)
-
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: Any) -> None:
-        # The import system sets `bootwatch.analyze` to the submodule once it is loaded, whoever imports it.
-        if name == "analyze" and isinstance(value, types.ModuleType) and type(value) is types.ModuleType:
-            value.__class__ = _AnalyzeModule
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-
 def __getattr__(name: str) -> Any:
     # `python -m bootwatch probe` imports this package too: the API (asyncio, httpx, psutil) loads only when
     # a program asks for it.
-    if name == "analyze":
-        return importlib.import_module("bootwatch.analyze")
     if name in _API:
         from bootwatch import api
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace, TracebackType
 from typing import Any, TypeVar
 
-from bootwatch.analyze import Analyzer, analyze_path, rules_for
+from bootwatch.pipeline import Analyzer, analyze_path, rules_for
 from bootwatch.durations import parse_duration
 from bootwatch.errors import UsageError
 from bootwatch.guard import Guard

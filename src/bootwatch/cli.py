@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         "Analyse a startup log: verdict, root cause, phases, facts, warnings. Exits 0 whenever the log "
         "could be read, whatever the verdict; 2 otherwise."))
     r.add_argument("log")
-    r.add_argument("--engine", choices=["sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown"])
+    r.add_argument("--engine", help="skip detection: an engine of the rule files (built in or --rules)")
     r.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra rule file (TOML)")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     r.add_argument("--exhaustive", action="store_true",
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--html", metavar="FILE", help="also write the startup's timeline as one self-contained HTML file")
 
     def live_common(c: argparse.ArgumentParser) -> None:
-        c.add_argument("--engine", choices=["sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown"])
+        c.add_argument("--engine", help="skip detection: an engine of the rule files (built in or --rules)")
         c.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra rule file (TOML)")
         c.add_argument("--json", action="store_true", help="JSON events, one per line; the last is the summary")
 
@@ -65,8 +65,11 @@ def _parser() -> argparse.ArgumentParser:
                    "compilers tell a slow startup from a stuck one while the log is silent")
     w.add_argument("--each", action="store_true",
                    help="the SOURCEs are independent servers (replicas): exit 0 only when all are ready")
+    w.add_argument("--follow", action="store_true", help="keep following after ready (throughput, queue, KV use, "
+                   "findings; /metrics too with --url) until Ctrl-C or the server dies")
     live_common(w)
     timing(w)
+    export(w)
 
     rn = sub.add_parser("run", help="launch the server, keep its output in a log file, and watch it",
                         description="Launch COMMAND in its own process group with its output in a log file, "
@@ -111,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bootwatch.analyze import analyze_path
+    from bootwatch.pipeline import analyze_path
     from bootwatch.sinks.summary_text import render
 
     summary = analyze_path(args.log, engine=args.engine, rules=args.rules, exhaustive=args.exhaustive)

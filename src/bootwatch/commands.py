@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
-from bootwatch.analyze import (
+from bootwatch.pipeline import (
     Analyzer,
     analyze_file,
     count_lines,

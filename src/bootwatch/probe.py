@@ -100,7 +100,7 @@ def from_state(st: ProbeState, stall_s: float | None, now: float) -> Answer:
 
 
 def from_log(path: Path, stall_s: float | None, now: float) -> Answer:
-    from bootwatch.analyze import analyze_path
+    from bootwatch.pipeline import analyze_path
 
     s = analyze_path(path)
     phases = s.get("phases") or []

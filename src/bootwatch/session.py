@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from bootwatch.analyze import Analyzer
+from bootwatch.pipeline import Analyzer
 from bootwatch.insight.live import Insight
 from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
