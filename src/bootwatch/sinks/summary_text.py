@@ -41,13 +41,31 @@ def _t(s: object, style: str = "", limit: int | None = None) -> Text:
 
 
 def render(summary: dict[str, Any], source: str, console: Console) -> None:
+    """The report, block after block; a block with nothing to say prints nothing."""
     if summary.get("servers"):  # --each: one block per server
-        console.print(Text(f"{shown(summary['verdict']).upper()}   {len(summary['servers'])} servers",
-                           style=_STYLE.get(summary["verdict"], "bold")))
-        for s in summary["servers"]:
-            console.print()
-            render({k: v for k, v in s.items() if k != "servers"}, s.get("node", ""), console)
+        _each_server(summary, console)
         return
+    _headline(summary, source, console)
+    _launches(summary, console)
+    _ready(summary, console)
+    _verify(summary, console)
+    _nodes(summary, console)
+    _failure(summary, console)
+    _runtime_failure(summary, console)
+    _phase_table(summary, console)
+    _facts(summary, console)
+    _warnings(summary, console)
+
+
+def _each_server(summary: dict[str, Any], console: Console) -> None:
+    console.print(Text(f"{shown(summary['verdict']).upper()}   {len(summary['servers'])} servers",
+                       style=_STYLE.get(summary["verdict"], "bold")))
+    for s in summary["servers"]:
+        console.print()
+        render({k: v for k, v in s.items() if k != "servers"}, s.get("node", ""), console)
+
+
+def _headline(summary: dict[str, Any], source: str, console: Console) -> None:
     v = summary["verdict"]
     engine = summary.get("engine_display") or _ENGINE_NAMES.get(summary["engine"], summary["engine"])
     version = f" {summary['engine_version']}" if summary.get("engine_version") else ""
@@ -55,77 +73,121 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
     head.append(shown(_SAY.get(v, str(v).upper())), style=_STYLE.get(v, "bold"))
     head.append(shown(f"   {engine}{version}   {source}"))
     console.print(head)
+
+
+def _launches(summary: dict[str, Any], console: Console) -> None:
     if summary.get("launches", 0) > 1 or summary.get("skipped_bytes"):
         console.print(_t(f"  (the log holds several launches; this is the last one, from line "
                          f"{summary.get('launch_start_line')})", "dim"))
-    if v == "ready" and summary.get("ready"):
-        r = summary["ready"]
+
+
+def _ready(summary: dict[str, Any], console: Console) -> None:
+    r = summary.get("ready")
+    if summary["verdict"] == "ready" and r:
         where = f" at line {r['line_no']}" if r.get("line_no") else ""
         console.print(_t(f"  ready{where}: {r['text']}"))
+
+
+def _verify(summary: dict[str, Any], console: Console) -> None:
     verify = summary.get("verify")
     if verify:
         took = fmt_duration(verify.get("latency_s"))
         console.print(_t(f"  verify: one completion in {took}" if verify.get("ok")
                          else f"  verify failed after {took}: {verify.get('error') or ''}"))
-    nodes = summary.get("nodes") or []
-    for n in nodes:
+
+
+def _nodes(summary: dict[str, Any], console: Console) -> None:
+    for n in summary.get("nodes") or []:
         phase = f" (in {n['phase']})" if n.get("phase") and n["verdict"] != "ready" else ""
         console.print(_t(f"  node {n['node']}: {n['verdict']}{phase}"))
+
+
+def _failure(summary: dict[str, Any], console: Console) -> None:
     f = summary.get("failure")
-    if v == "failed" and f:
-        procs = f" on {', '.join(f['procs'])}" if f.get("procs") else ""
-        if f.get("node"):
-            procs += f" of node {f['node']}"
-        where = f"line {f['line_no']}, " if f.get("line_no") else ""
-        console.print(_t(f"  root cause ({where}{f.get('category', 'unknown')}{procs}):", "bold"))
-        console.print(_t("    " + f["text"], "red"))
-        if f.get("detail"):
-            console.print(_t("    " + f["detail"], "red"))
-        ctx = [c for c in f.get("context") or [] if c.strip()]
-        if ctx:
-            console.print(Text("  context:", style="dim"))
-            for c in ctx[-10:]:
-                console.print(_t("    " + c, "dim", limit=304))
+    if summary["verdict"] != "failed" or not f:
+        return
+    procs = f" on {', '.join(f['procs'])}" if f.get("procs") else ""
+    if f.get("node"):
+        procs += f" of node {f['node']}"
+    where = f"line {f['line_no']}, " if f.get("line_no") else ""
+    console.print(_t(f"  root cause ({where}{f.get('category', 'unknown')}{procs}):", "bold"))
+    console.print(_t("    " + f["text"], "red"))
+    if f.get("detail"):
+        console.print(_t("    " + f["detail"], "red"))
+    _failure_context(f, console)
+
+
+def _failure_context(failure: dict[str, Any], console: Console) -> None:
+    """The lines before the root cause: the last ten that say anything."""
+    ctx = [c for c in failure.get("context") or [] if c.strip()]
+    if ctx:
+        console.print(Text("  context:", style="dim"))
+        for c in ctx[-10:]:
+            console.print(_t("    " + c, "dim", limit=304))
+
+
+def _runtime_failure(summary: dict[str, Any], console: Console) -> None:
     rf = summary.get("runtime_failure")
     if rf:
         console.print(_t(f"  after readiness the server died (line {rf['line_no']}, {rf['category']}):",
                          "bold yellow"))
         console.print(_t("    " + rf["text"], "yellow"))
 
+
+def _phase_table(summary: dict[str, Any], console: Console) -> None:
     phases = summary.get("phases") or []
-    if phases:
-        t = Table(title=None, box=None, pad_edge=False, show_header=True, header_style="bold")
-        t.add_column("phase")
-        t.add_column("lines", justify="right")
-        t.add_column("duration", justify="right")
-        t.add_column("progress", justify="right")
-        last = len(phases) - 1
-        for i, p in enumerate(phases):
-            name = p["name"] + (" (draft)" if p.get("draft") else "")
-            prog = "" if p.get("progress") is None else f"{p['progress'] * 100:.0f}%"
-            if p.get("total"):
-                prog = f"{p['n']}/{p['total']} {prog}"
-            if i == last and v == "failed":
-                prog = (prog + " ").lstrip() + "<- died here"
-            elif i == last and v != "ready":
-                prog = (prog + " ").lstrip() + "<- still here"
-            lines = f"{p['start_line']}-{p['end_line']}" if p.get("end_line") else f"{p['start_line']}-"
-            t.add_row(_t(name), _t(lines), _t(fmt_duration(p.get("duration_s"))), _t(prog))
-        console.print()
-        console.print(t)
+    if not phases:
+        return
+    t = Table(title=None, box=None, pad_edge=False, show_header=True, header_style="bold")
+    t.add_column("phase")
+    t.add_column("lines", justify="right")
+    t.add_column("duration", justify="right")
+    t.add_column("progress", justify="right")
+    last = len(phases) - 1
+    for i, p in enumerate(phases):
+        name = p["name"] + (" (draft)" if p.get("draft") else "")
+        lines = f"{p['start_line']}-{p['end_line']}" if p.get("end_line") else f"{p['start_line']}-"
+        prog = _progress_cell(p, _stop_mark(summary["verdict"]) if i == last else "")
+        t.add_row(_t(name), _t(lines), _t(fmt_duration(p.get("duration_s"))), _t(prog))
+    console.print()
+    console.print(t)
+
+
+def _stop_mark(verdict: object) -> str:
+    """What the last phase of a startup that never became ready says: where it stopped."""
+    if verdict == "failed":
+        return "<- died here"
+    return "" if verdict == "ready" else "<- still here"
+
+
+def _progress_cell(phase: dict[str, Any], mark: str) -> str:
+    prog = "" if phase.get("progress") is None else f"{phase['progress'] * 100:.0f}%"
+    if phase.get("total"):
+        prog = f"{phase['n']}/{phase['total']} {prog}"
+    if mark:
+        prog = (prog + " ").lstrip() + mark
+    return prog
+
+
+def _facts(summary: dict[str, Any], console: Console) -> None:
     facts = summary.get("facts") or {}
-    if facts:
-        console.print()
-        console.print(Text("facts", style="bold"))
-        keys = [k for k in _FACT_ORDER if k in facts] + sorted(k for k in facts if k not in _FACT_ORDER)
-        for k in keys:
-            console.print(_t(f"  {k:<28} {facts[k]}", limit=151))
+    if not facts:
+        return
+    console.print()
+    console.print(Text("facts", style="bold"))
+    keys = [k for k in _FACT_ORDER if k in facts] + sorted(k for k in facts if k not in _FACT_ORDER)
+    for k in keys:
+        console.print(_t(f"  {k:<28} {facts[k]}", limit=151))
+
+
+def _warnings(summary: dict[str, Any], console: Console) -> None:
     warnings = summary.get("warnings") or []
-    if warnings:
-        console.print()
-        console.print(Text("warnings", style="bold yellow"))
-        for w in warnings:
-            console.print(_t(f"  line {w['line_no']}: {w['kind']}: ", "yellow") + _t(w["text"], "yellow", limit=300))
+    if not warnings:
+        return
+    console.print()
+    console.print(Text("warnings", style="bold yellow"))
+    for w in warnings:
+        console.print(_t(f"  line {w['line_no']}: {w['kind']}: ", "yellow") + _t(w["text"], "yellow", limit=300))
 
 
 __all__ = ["render"]
