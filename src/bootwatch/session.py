@@ -36,6 +36,9 @@ from bootwatch.tracker.verdict import (
 )
 from bootwatch.waiting import wait_event
 
+CHILD_CHECK_S = 0.25
+CHILD_CHECK_SERVING_S = 1.0
+TICK_SERVING_S = 1.0
 TICK_S = 0.25  # timers only: new data, a verdict, a probe answer or the server's exit wake the loop at once
 
 
@@ -224,7 +227,8 @@ class Session:
         threading.Thread(target=wait, name="bootwatch-server-exit", daemon=True).start()
 
     async def wait_for_wake(self) -> None:
-        await wait_event(self.wake, TICK_S)
+        # Timers matter while starting (stall, timeout, settling); once serving, news wakes the loop anyway.
+        await wait_event(self.wake, TICK_S if self.machine.ready_at is None else TICK_SERVING_S)
         self.wake.clear()
 
     async def run(self, chunks: AsyncIterator[bytes]) -> Outcome:
@@ -252,7 +256,10 @@ class Session:
         if self.server is None:
             return False
         proc_done = self.server.proc is not None and self.server.proc.returncode is not None
-        if now - self._last_child_check < 0.25 and not proc_done:
+        # Walking the process tree reads every process's /proc entry: while starting a child's death must be seen
+        # soon, once serving a second is soon enough (the server's own exit wakes the loop at once anyway).
+        every = CHILD_CHECK_SERVING_S if self.machine.ready_at is not None else CHILD_CHECK_S
+        if now - self._last_child_check < every and not proc_done:
             return False
         self._last_child_check = now
         self._check_children()
