@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -57,6 +58,13 @@ class PlainSink:
         self._decile: dict[str, int] = {}
         self._last_progress_t: dict[str, float] = {}
         self._serving: dict[str, PlainThrottle] = {}  # by node
+        # A kind not here (a log line) prints nothing: this stream is steps and verdicts, never the log itself.
+        self._handlers: dict[str, Callable[[Event, float, str], None]] = {
+            "phase": self._on_phase, "progress": self._on_progress, "warning": self._on_warning,
+            "stall": self._on_message, "activity": self._on_message, "eta": self._on_eta, "ready": self._on_ready,
+            "failed": self._on_failed, "timeout": self._on_end, "stalled": self._on_end, "launch": self._on_launch,
+            "serving": self._on_serving, "fact": self._on_fact,
+        }
 
     def _say(self, now: float, text: str, node: str = "") -> None:
         tag = f"[{node}] " if node else ""
@@ -67,51 +75,67 @@ class PlainSink:
         self._say(now, text)
 
     def event(self, ev: Event, now: float) -> None:
-        k = kind_of(ev)
-        def get(name: str, default: Any = None) -> Any:
-            return field_of(ev, name, default)
+        handler = self._handlers.get(kind_of(ev))
+        if handler is not None:
+            handler(ev, now, str(field_of(ev, "node") or ""))
 
-        node = str(get("node") or "")
-        if k == "phase":
-            if get("name") != "ready":
-                draft = " (draft model)" if get("draft") else ""
-                self._say(now, f"phase {get('name')}{draft}  (line {get('line_no')})", node)
-        elif k == "progress":
-            phase = get("phase", "")
-            p = get("progress")
-            if p is None:
-                return
-            phase_key = f"{node}/{phase}"
-            decile = int(p * 10)
-            last_t = self._last_progress_t.get(phase_key, 0.0)
-            if decile > self._decile.get(phase_key, -1) or now - last_t >= 15:
-                self._decile[phase_key] = decile
-                self._last_progress_t[phase_key] = now
-                count = f" {get('n')}/{get('total')}" if get("total") else ""
-                self._say(now, f"progress {phase}{count} {p * 100:.0f}%", node)
-        elif k == "warning":
-            where = f"  (line {get('line_no')})" if get("line_no") is not None else ""
-            self._say(now, f"warning {get('kind')}: {get('text')}{where}", node)
-        elif k in ("stall", "activity"):
-            self._say(now, f"{k}: {get('message')}", node)
-        elif k == "eta" and get("p50_s") is not None:
-            self._say(now, f"eta {get('phase')}: p50 {fmt_duration(get('p50_s'))}, p90 {fmt_duration(get('p90_s'))} "
-                      f"(from {get('n')} past startups, {get('basis')})", node)
-        elif k == "ready":
-            where = f" (line {get('line_no')})" if get("line_no") else ""
-            self._say(now, f"READY{where}: {get('text', '')}", node)
-        elif k == "failed":
-            when = "after readiness" if get("runtime") else "during startup"
-            self._say(now, f"FAILED {when} ({get('category', 'unknown')}, line {get('line_no')}): {get('text')}",
-                      node)
-        elif k in ("timeout", "stalled"):
-            self._say(now, f"{k.upper()}: {get('message', '')}", node)
-        elif k == "launch":
-            self._say(now, f"a new launch starts at line {get('line_no')}", node)
-        elif k == "serving" and self._serving.setdefault(node, PlainThrottle()).due(now, ev.data):
+    # ---- one handler per event kind: (event, now, node) ---------------------------------------------
+    def _on_phase(self, ev: Event, now: float, node: str) -> None:
+        if field_of(ev, "name") != "ready":  # the READY line says it
+            draft = " (draft model)" if field_of(ev, "draft") else ""
+            self._say(now, f"phase {field_of(ev, 'name')}{draft}  (line {field_of(ev, 'line_no')})", node)
+
+    def _on_progress(self, ev: Event, now: float, node: str) -> None:
+        phase = field_of(ev, "phase", "")
+        p = field_of(ev, "progress")
+        if p is None:
+            return
+        # A line per tenth, or every 15 s when progress crawls: enough to see it move, never a flood.
+        phase_key = f"{node}/{phase}"
+        decile = int(p * 10)
+        last_t = self._last_progress_t.get(phase_key, 0.0)
+        if decile > self._decile.get(phase_key, -1) or now - last_t >= 15:
+            self._decile[phase_key] = decile
+            self._last_progress_t[phase_key] = now
+            count = f" {field_of(ev, 'n')}/{field_of(ev, 'total')}" if field_of(ev, "total") else ""
+            self._say(now, f"progress {phase}{count} {p * 100:.0f}%", node)
+
+    def _on_warning(self, ev: Event, now: float, node: str) -> None:
+        where = f"  (line {field_of(ev, 'line_no')})" if field_of(ev, "line_no") is not None else ""
+        self._say(now, f"warning {field_of(ev, 'kind')}: {field_of(ev, 'text')}{where}", node)
+
+    def _on_message(self, ev: Event, now: float, node: str) -> None:
+        self._say(now, f"{kind_of(ev)}: {field_of(ev, 'message')}", node)
+
+    def _on_eta(self, ev: Event, now: float, node: str) -> None:
+        if field_of(ev, "p50_s") is None:
+            return
+        self._say(now, f"eta {field_of(ev, 'phase')}: p50 {fmt_duration(field_of(ev, 'p50_s'))}, "
+                  f"p90 {fmt_duration(field_of(ev, 'p90_s'))} "
+                  f"(from {field_of(ev, 'n')} past startups, {field_of(ev, 'basis')})", node)
+
+    def _on_ready(self, ev: Event, now: float, node: str) -> None:
+        where = f" (line {field_of(ev, 'line_no')})" if field_of(ev, "line_no") else ""
+        self._say(now, f"READY{where}: {field_of(ev, 'text', '')}", node)
+
+    def _on_failed(self, ev: Event, now: float, node: str) -> None:
+        when = "after readiness" if field_of(ev, "runtime") else "during startup"
+        self._say(now, f"FAILED {when} ({field_of(ev, 'category', 'unknown')}, line {field_of(ev, 'line_no')}): "
+                  f"{field_of(ev, 'text')}", node)
+
+    def _on_end(self, ev: Event, now: float, node: str) -> None:
+        self._say(now, f"{kind_of(ev).upper()}: {field_of(ev, 'message', '')}", node)
+
+    def _on_launch(self, ev: Event, now: float, node: str) -> None:
+        self._say(now, f"a new launch starts at line {field_of(ev, 'line_no')}", node)
+
+    def _on_serving(self, ev: Event, now: float, node: str) -> None:
+        if self._serving.setdefault(node, PlainThrottle()).due(now, ev.data):
             self._say(now, f"serving {describe(ev.data)}", node)
-        elif k == "fact" and get("name") in ("health", "verify_latency_s"):
-            self._say(now, f"{get('name')}: {get('value')}", node)
+
+    def _on_fact(self, ev: Event, now: float, node: str) -> None:
+        if field_of(ev, "name") in ("health", "verify_latency_s"):  # the others are in the summary
+            self._say(now, f"{field_of(ev, 'name')}: {field_of(ev, 'value')}", node)
 
     def close(self, summary: dict[str, Any], now: float) -> None:
         self.out.write("\n")
