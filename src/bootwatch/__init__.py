@@ -57,19 +57,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bootwatch' has no attribute {name!r}")
 
 
-__all__ = [
-    "Launch",
-    "Report",
-    "Server",
-    "ServerError",
-    "ServerFailed",
-    "ServerIncomplete",
-    "ServerStalled",
-    "ServerTimeout",
-    "UsageError",
-    "__version__",
-    "analyze",
-    "launch",
-    "watch",
-    "watch_async",
-]
+__all__ = [*_API, "UsageError", "__version__"]

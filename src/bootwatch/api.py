@@ -29,10 +29,10 @@ from pathlib import Path
 from types import SimpleNamespace, TracebackType
 from typing import Any, TypeVar
 
-from bootwatch.pipeline import Analyzer, analyze_path, rules_for
 from bootwatch.durations import parse_duration
 from bootwatch.errors import UsageError
-from bootwatch.guard import Guard
+from bootwatch.guard import Guard, start_guarded
+from bootwatch.pipeline import Analyzer, analyze_path, rules_for
 from bootwatch.probes.http import HttpProbe
 from bootwatch.session import Options, Session
 from bootwatch.sources.fd_follow import FdFollower
@@ -373,14 +373,7 @@ class Launch:
             log.discard()
             raise
         process = ServerProcess(self.argv, log, env=self.env)
-        try:
-            process.start()
-        except BaseException:
-            guard.release()
-            log.discard()
-            raise
-        assert process.group is not None
-        guard.watch(process.group.pgid)
+        start_guarded(process, log, guard)
         started = _Started(process, log, guard)
         self._started = started
         probe = HttpProbe(self.url) if self.url else None

@@ -17,6 +17,10 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from bootwatch.cluster import Cluster, Node, NodeSink
+from bootwatch.errors import UsageError
+from bootwatch.guard import Guard, start_guarded
+from bootwatch.insight.live import Insight, watch_insight
 from bootwatch.pipeline import (
     Analyzer,
     analyze_file,
@@ -27,13 +31,8 @@ from bootwatch.pipeline import (
     rules_for,
     year_of,
 )
-from bootwatch.cluster import Cluster, Node, NodeSink
-from bootwatch.errors import UsageError
-from bootwatch.guard import Guard
-from bootwatch.insight.live import Insight, watch_insight
 from bootwatch.probes.http import HttpProbe
 from bootwatch.session import Options, Session
-from bootwatch.tracker.verdict import EXIT
 from bootwatch.sinks import history
 from bootwatch.sinks.events import JsonSink, PlainSink
 from bootwatch.sources.container import ContainerFollower
@@ -45,6 +44,7 @@ from bootwatch.sources.replay import replay_chunks
 from bootwatch.sources.spec import Spec, parse_source
 from bootwatch.sources.ssh import SshFollower
 from bootwatch.text import redact, shown
+from bootwatch.tracker.verdict import EXIT
 
 
 def make_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) -> Any:
@@ -423,14 +423,7 @@ async def run(args: Any) -> int:
         guard.release()
         log.discard()
         return stop.exit_code
-    try:
-        server.start()
-    except BaseException:
-        guard.release()
-        log.discard()
-        raise
-    assert server.group is not None
-    guard.watch(server.group.pgid)
+    start_guarded(server, log, guard)
     release_guard = True
     try:
         return await _run_started(args, server, log, analyzer, sink, url, book.processes, guard, stop)

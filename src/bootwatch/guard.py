@@ -19,6 +19,10 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bootwatch.sources.process import ServerLog, ServerProcess
 
 GRACE_S = 5.0
 CHECK_S = 0.5  # how often groups that ended are forgotten (their number may be reused later)
@@ -112,3 +116,16 @@ class Guard:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def start_guarded(process: ServerProcess, log: ServerLog, guard: Guard) -> None:
+    """Start the server and put its group under the guard; a server that cannot start leaves nothing behind
+    (no guard waiting, no empty log file of its own)."""
+    try:
+        process.start()
+    except BaseException:
+        guard.release()
+        log.discard()
+        raise
+    assert process.group is not None
+    guard.watch(process.group.pgid)
