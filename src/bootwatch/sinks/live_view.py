@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -75,72 +75,90 @@ class ServerView:
 
     def apply(self, ev: Event, now: float) -> str | None:
         """Take one event in; a note to show, if it carries one."""
-        kind = kind_of(ev)
-        def get(name: str, default: Any = None) -> Any:
-            return field_of(ev, name, default)
+        handler = self._ON.get(kind_of(ev))
+        return handler(self, ev, now) if handler is not None else None
 
-        text = get("text")
-        if kind == "line" and text:
+    # ---- one handler per event kind; a kind not here changes nothing ----------------------------------
+    def _on_line(self, ev: Event, now: float) -> None:
+        if field_of(ev, "text"):
+            self.last_line = shown(field_of(ev, "text"))
+
+    def _on_phase(self, ev: Event, now: float) -> None:
+        text = field_of(ev, "text")
+        self._begin(str(field_of(ev, "name")), bool(field_of(ev, "draft")), time_of(ev), now)
+        if text:
             self.last_line = shown(text)
-        elif kind == "phase":
-            self._begin(str(get("name")), bool(get("draft")), time_of(ev), now)
-            if text:
-                self.last_line = shown(text)
-            if get("name") == "ready" and self.ready is None:  # a catch-up snapshot has the phase, not the event
-                self.ready = shown(f"line {get('line_no')}: {text}" if text else f"line {get('line_no')}")
-                self.ready_at = now
-        elif kind == "progress":
-            cur = self.current
-            if cur is None or cur.name != get("phase"):
-                self._begin(str(get("phase")), False, time_of(ev), now)
-                cur = self.current
-            assert cur is not None
-            if get("progress") is not None:
-                cur.progress = float(get("progress"))
-                cur.done = cur.done or cur.progress >= 1.0
-            if get("n") is not None:
-                cur.n, cur.total = int(get("n")), get("total")
-                if cur.rate_from is None:
-                    cur.rate_from = (now, cur.n)
-        elif kind == "fact":
-            name = get("name")
-            if name == "health":
-                self.health = shown(get("value"))
-            elif name == "verify_latency_s":
-                self.verify = (bool(get("ok", True)), float(get("value") or 0.0), shown(get("error") or ""))
-        elif kind == "serving":
-            self.serving = shown(describe(ev.data))
-        elif kind == "warning":
-            self.warnings = (self.warnings + [shown(f"warning {get('kind')}: {text}")])[-KEEP_NOTES:]
-            if text:
-                self.last_line = shown(text)
-        elif kind == "ready":
-            self.ready = shown(f"line {get('line_no')}: {text}" if get("line_no") else text or "")
+        if field_of(ev, "name") == "ready" and self.ready is None:  # a catch-up snapshot has the phase, not the event
+            line_no = field_of(ev, "line_no")
+            self.ready = shown(f"line {line_no}: {text}" if text else f"line {line_no}")
             self.ready_at = now
-        elif kind == "failed":
-            where = f"line {get('line_no')}, " if get("line_no") else ""
-            self.failed = shown(f"({where}{get('category', 'unknown')}): {text}")
-            self.failed_runtime = bool(get("runtime"))
-        elif kind == "eta":
-            self._eta(ev, now)
-        elif kind in ("stall", "activity"):
-            return shown(get("message", ""))
-        elif kind == "launch":
-            return f"a new launch starts at line {get('line_no')}"
-        elif kind in ("stalled", "timeout"):
-            self.end = (kind, shown(get("message", "")))
-        return None
 
-    def _eta(self, ev: Event, now: float) -> None:
+    def _on_progress(self, ev: Event, now: float) -> None:
+        cur = self.current
+        if cur is None or cur.name != field_of(ev, "phase"):
+            self._begin(str(field_of(ev, "phase")), False, time_of(ev), now)
+            cur = self.current
+        assert cur is not None
+        if field_of(ev, "progress") is not None:
+            cur.progress = float(field_of(ev, "progress"))
+            cur.done = cur.done or cur.progress >= 1.0
+        if field_of(ev, "n") is not None:
+            cur.n, cur.total = int(field_of(ev, "n")), field_of(ev, "total")
+            if cur.rate_from is None:  # the ETA's rate counts from the first step seen
+                cur.rate_from = (now, cur.n)
+
+    def _on_fact(self, ev: Event, now: float) -> None:
+        name = field_of(ev, "name")
+        if name == "health":
+            self.health = shown(field_of(ev, "value"))
+        elif name == "verify_latency_s":
+            self.verify = (bool(field_of(ev, "ok", True)), float(field_of(ev, "value") or 0.0),
+                           shown(field_of(ev, "error") or ""))
+
+    def _on_serving(self, ev: Event, now: float) -> None:
+        self.serving = shown(describe(ev.data))
+
+    def _on_warning(self, ev: Event, now: float) -> None:
+        text = field_of(ev, "text")
+        self.warnings = (self.warnings + [shown(f"warning {field_of(ev, 'kind')}: {text}")])[-KEEP_NOTES:]
+        if text:
+            self.last_line = shown(text)
+
+    def _on_ready(self, ev: Event, now: float) -> None:
+        line_no, text = field_of(ev, "line_no"), field_of(ev, "text")
+        self.ready = shown(f"line {line_no}: {text}" if line_no else text or "")
+        self.ready_at = now
+
+    def _on_failed(self, ev: Event, now: float) -> None:
+        where = f"line {field_of(ev, 'line_no')}, " if field_of(ev, "line_no") else ""
+        self.failed = shown(f"({where}{field_of(ev, 'category', 'unknown')}): {field_of(ev, 'text')}")
+        self.failed_runtime = bool(field_of(ev, "runtime"))
+
+    def _on_eta(self, ev: Event, now: float) -> None:
         cur = self.current
         if cur is None or cur.name != field_of(ev, "phase") or cur.draft != bool(field_of(ev, "draft")):
-            return
+            return  # an estimate for a phase already left
         if field_of(ev, "basis") == "bytes":
             cur.bytes_eta = (now, float(field_of(ev, "eta_s") or 0.0))
             if cur.total is None and field_of(ev, "progress") is not None:
                 cur.progress = float(field_of(ev, "progress"))
         elif field_of(ev, "p50_s") is not None:
             cur.history = (float(field_of(ev, "p50_s")), float(field_of(ev, "p90_s")), int(field_of(ev, "n") or 0))
+
+    def _on_message(self, ev: Event, now: float) -> str:
+        return shown(field_of(ev, "message", ""))
+
+    def _on_launch(self, ev: Event, now: float) -> str:
+        return f"a new launch starts at line {field_of(ev, 'line_no')}"
+
+    def _on_end(self, ev: Event, now: float) -> None:
+        self.end = (kind_of(ev), shown(field_of(ev, "message", "")))
+
+    _ON: ClassVar[dict[str, Callable[[ServerView, Event, float], str | None]]] = {
+        "line": _on_line, "phase": _on_phase, "progress": _on_progress, "fact": _on_fact, "serving": _on_serving,
+        "warning": _on_warning, "ready": _on_ready, "failed": _on_failed, "eta": _on_eta, "stall": _on_message,
+        "activity": _on_message, "launch": _on_launch, "stalled": _on_end, "timeout": _on_end,
+    }
 
     def _begin(self, name: str, draft: bool, t: float | None, now: float) -> None:
         cur = self.current
