@@ -182,26 +182,47 @@ class ServerView:
 
 def _eta(p: PhaseView, now: float) -> str:
     """From the log's own count, else the weights read, else past startups (with how many it rests on)."""
+    by_count = _count_eta(p, now)
+    if by_count:
+        return by_count
+    band = _history_band(p, now)
+    if p.bytes_eta is not None:
+        t0, left = p.bytes_eta
+        return f"ETA {fmt_duration(max(0.0, left - (now - t0)))} (weights read)" + (f" · {band}" if band else "")
+    return _history_eta(p, now, band)
+
+
+def _count_eta(p: PhaseView, now: float) -> str:
+    """The rate of the steps counted since the first one seen, over the steps left; "" until there is a rate."""
     if p.n is not None and p.total and p.rate_from is not None and p.n < p.total:
         t0, n0 = p.rate_from
         if p.n > n0 and now > t0:
             return f"ETA {fmt_duration((p.total - p.n) / ((p.n - n0) / (now - t0)))}"
-    band = ""
-    if p.history is not None:
-        p50, p90, n = p.history
-        band = f"(p90 {fmt_duration(max(0.0, p90 - (now - p.seen_at)))}) · from {n} startup{'s' if n != 1 else ''}"
-    if p.bytes_eta is not None:
-        t0, left = p.bytes_eta
-        return f"ETA {fmt_duration(max(0.0, left - (now - t0)))} (weights read)" + (f" · {band}" if band else "")
-    if p.history is not None:
-        p50, p90, n = p.history
-        took = now - p.seen_at
-        if took > p90:
-            return f"past its p90 ({fmt_duration(p90)}) · from {n} startup{'s' if n != 1 else ''}"
-        if took > p50:
-            return f"past its p50 ({fmt_duration(p50)}) {band}"
-        return f"ETA {fmt_duration(p50 - took)} {band}"
     return ""
+
+
+def _from_startups(n: int) -> str:
+    return f"from {n} startup{'s' if n != 1 else ''}"
+
+
+def _history_band(p: PhaseView, now: float) -> str:
+    """How long the phase may still take by past startups' p90, and how many startups say so."""
+    if p.history is None:
+        return ""
+    _, p90, n = p.history
+    return f"(p90 {fmt_duration(max(0.0, p90 - (now - p.seen_at)))}) · {_from_startups(n)}"
+
+
+def _history_eta(p: PhaseView, now: float, band: str) -> str:
+    if p.history is None:
+        return ""
+    p50, p90, n = p.history
+    took = now - p.seen_at
+    if took > p90:
+        return f"past its p90 ({fmt_duration(p90)}) · {_from_startups(n)}"
+    if took > p50:
+        return f"past its p50 ({fmt_duration(p50)}) {band}"
+    return f"ETA {fmt_duration(p50 - took)} {band}"
 
 
 def _line(text: str, style: str = "") -> Text:
@@ -213,29 +234,38 @@ def banner(view: ServerView, now: float, started: float) -> RenderableType | Non
     """READY (the ready line, time to ready, the verify latency) or FAILED (the root-cause line)."""
     state = view.state()
     if state == "failed":
-        body = Text()
-        body.append("FAILED ", style="bold red")
-        if view.failed is not None:
-            body.append(view.failed)
-        elif view.verify is not None:
-            body.append(f"the model did not generate: {view.verify[2]}")
-        return Panel(body, border_style="red", expand=False)
+        return _failed_banner(view)
     if state in ("ready", "died"):
-        body = Text()
-        body.append("READY", style="bold green")
-        if view.ready_at is not None:
-            body.append(f" after {fmt_duration(view.ready_at - started)}", style="green")
-        if view.verify is not None:
-            body.append(f"   verify: one completion in {fmt_duration(view.verify[1])}", style="green")
-        body.append("\n" + (view.ready or ""))
-        if state == "died" and view.failed is not None:
-            body.append("\nafter readiness the server died ", style="bold yellow")
-            body.append(view.failed, style="yellow")
-        return Panel(body, border_style="green" if state == "ready" else "yellow", expand=False)
+        return _ready_banner(view, state, started)
     if view.end is not None:
         return Panel(Text(f"{view.end[0].upper()}: {view.end[1]}", style="bold yellow"), border_style="yellow",
                      expand=False)
     return None
+
+
+def _failed_banner(view: ServerView) -> Panel:
+    body = Text()
+    body.append("FAILED ", style="bold red")
+    if view.failed is not None:
+        body.append(view.failed)
+    elif view.verify is not None:
+        body.append(f"the model did not generate: {view.verify[2]}")
+    return Panel(body, border_style="red", expand=False)
+
+
+def _ready_banner(view: ServerView, state: str, started: float) -> Panel:
+    """READY; yellow, with the cause, when the server died after it."""
+    body = Text()
+    body.append("READY", style="bold green")
+    if view.ready_at is not None:
+        body.append(f" after {fmt_duration(view.ready_at - started)}", style="green")
+    if view.verify is not None:
+        body.append(f"   verify: one completion in {fmt_duration(view.verify[1])}", style="green")
+    body.append("\n" + (view.ready or ""))
+    if state == "died" and view.failed is not None:
+        body.append("\nafter readiness the server died ", style="bold yellow")
+        body.append(view.failed, style="yellow")
+    return Panel(body, border_style="green" if state == "ready" else "yellow", expand=False)
 
 
 class Screen:
@@ -319,12 +349,7 @@ class LiveSink:
             if p.name == "ready":
                 t.add_row(Text("  ready", style="green"), "", Text(""))
             elif i == last and view.state() == "starting":
-                bar: Any = ProgressBar(total=1.0, completed=p.progress or 0.0, width=24) if p.progress is not None \
-                    else Text("")
-                count = f" {p.n}/{p.total}" if p.total else ""
-                row = Table.grid()
-                row.add_row(bar, Text(f"{count} {_eta(p, now)}"))
-                t.add_row(Text("> " + p.label, style="bold cyan"), fmt_duration(now - p.seen_at), row)
+                t.add_row(*_current_phase_row(p, now))
             else:
                 dur = p.duration if p.duration is not None else now - p.seen_at
                 t.add_row(Text("  " + p.label), fmt_duration(dur), Text("done" if p.done or i < last else ""))
@@ -347,26 +372,7 @@ class LiveSink:
         return t
 
     def render(self, now: float) -> RenderableType:
-        parts: list[RenderableType] = [self._head(now)]
-        if self.several:
-            parts.append(self._rows(now))
-            for view in self.views.values():
-                if view.state() != "starting":
-                    b = banner(view, now, self.started)
-                    if b is not None and view.state() in ("failed", "died"):
-                        parts.append(b)
-        else:
-            view = self.views[self.names[0]]
-            b = banner(view, now, self.started)
-            if b is not None:
-                parts.append(b)
-            if not view.phases:
-                parts.append(Text("waiting for the server's first line...", style="dim"))
-            else:
-                parts.append(self._phases(view, now))
-            if view.serving:
-                parts.append(_line("serving: " + view.serving, "cyan"))
-            parts += [_line(w, "yellow") for w in view.warnings]
+        parts = [self._head(now), *(self._several_parts(now) if self.several else self._single_parts(now))]
         if self.end is not None:
             parts.append(Text(f"{self.end[0].upper()}: {self.end[1]}", style="bold yellow"))
         parts += [_line(n, "yellow") for n in self.notes]
@@ -374,32 +380,55 @@ class LiveSink:
             parts.append(_line("last: " + self.views[self.names[0]].last_line, "dim"))
         return Group(*parts)
 
+    def _several_parts(self, now: float) -> list[RenderableType]:
+        """A row per server; a banner only for those that failed or died (ready ones say so in their row)."""
+        parts: list[RenderableType] = [self._rows(now)]
+        for view in self.views.values():
+            if view.state() in ("failed", "died"):
+                b = banner(view, now, self.started)
+                if b is not None:
+                    parts.append(b)
+        return parts
+
+    def _single_parts(self, now: float) -> list[RenderableType]:
+        view = self.views[self.names[0]]
+        parts: list[RenderableType] = []
+        b = banner(view, now, self.started)
+        if b is not None:
+            parts.append(b)
+        if not view.phases:
+            parts.append(Text("waiting for the server's first line...", style="dim"))
+        else:
+            parts.append(self._phases(view, now))
+        if view.serving:
+            parts.append(_line("serving: " + view.serving, "cyan"))
+        parts += [_line(w, "yellow") for w in view.warnings]
+        return parts
+
     # ---- the end -----------------------------------------------------------------------------------
     def _final_banner(self, summary: dict[str, Any], now: float) -> RenderableType | None:
         """The banner again, once the live view is gone, with what only the summary knows."""
         view = ServerView() if self.several else self.views[self.names[0]]
         verdict = summary.get("verdict")
-        ready = summary.get("ready")
-        failure = summary.get("failure")
-        verify = summary.get("verify")
-        if verify:
-            view.verify = (bool(verify.get("ok")), float(verify.get("latency_s") or 0.0),
-                           shown(verify.get("error") or ""))
-        if verdict == "ready" and ready:
-            view.ready = shown(f"line {ready['line_no']}: {ready['text']}" if ready.get("line_no")
-                               else ready.get("text", ""))
-            ttr = _time_to_ready(summary)
-            view.ready_at = self.started + ttr if ttr is not None else (view.ready_at or now)
-            if not summary.get("runtime_failure"):
-                view.failed = None
-        elif verdict == "failed" and failure:
-            where = f"line {failure['line_no']}, " if failure.get("line_no") else ""
-            node = f", node {failure['node']}" if failure.get("node") else ""
-            view.failed = shown(f"({where}{failure.get('category', 'unknown')}{node}): {failure.get('text')}")
+        if summary.get("verify"):
+            view.verify = _verify_of(summary["verify"])
+        if verdict == "ready" and summary.get("ready"):
+            self._final_ready(view, summary, now)
+        elif verdict == "failed" and summary.get("failure"):
+            view.failed = _failure_text(summary["failure"])
             view.failed_runtime = False
         elif verdict in ("stalled", "timeout") and view.end is None and self.end is not None:
             view.end = self.end
         return banner(view, now, self.started)
+
+    def _final_ready(self, view: ServerView, summary: dict[str, Any], now: float) -> None:
+        ready = summary["ready"]
+        view.ready = shown(f"line {ready['line_no']}: {ready['text']}" if ready.get("line_no")
+                           else ready.get("text", ""))
+        ttr = _time_to_ready(summary)
+        view.ready_at = self.started + ttr if ttr is not None else (view.ready_at or now)
+        if not summary.get("runtime_failure"):
+            view.failed = None
 
     def close(self, summary: dict[str, Any], now: float) -> None:
         with self.lock:
@@ -408,6 +437,26 @@ class LiveSink:
         if final is not None:
             self.console.print(final)
         render(summary, self.source, self.console)
+
+
+def _verify_of(verify: dict[str, Any]) -> tuple[bool, float, str]:
+    return bool(verify.get("ok")), float(verify.get("latency_s") or 0.0), shown(verify.get("error") or "")
+
+
+def _failure_text(failure: dict[str, Any]) -> str:
+    where = f"line {failure['line_no']}, " if failure.get("line_no") else ""
+    node = f", node {failure['node']}" if failure.get("node") else ""
+    return shown(f"({where}{failure.get('category', 'unknown')}{node}): {failure.get('text')}")
+
+
+def _current_phase_row(p: PhaseView, now: float) -> tuple[Text, str, Table]:
+    """The phase under way: its bar, its count and its ETA."""
+    bar: RenderableType = ProgressBar(total=1.0, completed=p.progress or 0.0, width=24) if p.progress is not None \
+        else Text("")
+    count = f" {p.n}/{p.total}" if p.total else ""
+    row = Table.grid()
+    row.add_row(bar, Text(f"{count} {_eta(p, now)}"))
+    return Text("> " + p.label, style="bold cyan"), fmt_duration(now - p.seen_at), row
 
 
 def _time_to_ready(summary: dict[str, Any]) -> float | None:
