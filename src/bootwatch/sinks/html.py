@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootwatch.durations import fmt_duration
-from bootwatch.store import StoredStartup
+from bootwatch.store import StoredPhase, StoredStartup
 
 LABEL_W = 360
 CHART_W = 760
@@ -51,21 +51,34 @@ def bars(s: StoredStartup) -> tuple[list[Bar], float]:
     """The phases as bars on the startup's own clock, and where it ended."""
     out: list[Bar] = []
     offset = 0.0
-    end = s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
+    end = _end_s(s)
     for i, p in enumerate(s.phases):
         if p.name == "ready":
             continue
         start = p.start_offset_s if p.start_offset_s is not None else offset
         dur, open_ended = p.duration_s, False
         if dur is None:
-            last = all(q.name == "ready" for q in s.phases[i + 1:])
-            if not last or end is None or end <= start:
+            dur, open_ended = _until_the_end(s.phases[i + 1:], start, end), True
+            if dur is None:
                 continue
-            dur, open_ended = end - start, True
         out.append(Bar(p.name, p.draft, start, max(dur, 0.0), open_ended))
         offset = start + dur
     finish = max([end or 0.0, *(b.start_s + b.duration_s for b in out)])
     return out, finish
+
+
+def _end_s(s: StoredStartup) -> float | None:
+    """Where the startup ended on its own clock: at readiness when it got there."""
+    return s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
+
+
+def _until_the_end(rest: Sequence[StoredPhase], start: float, end: float | None) -> float | None:
+    """A phase with no duration of its own: the startup ended in it when only ready (if anything) came after,
+    and then it lasts until the end; else it has no bar."""
+    last = all(q.name == "ready" for q in rest)
+    if not last or end is None or end <= start:
+        return None
+    return end - start
 
 
 def _step(span: float) -> float:
@@ -86,47 +99,77 @@ def _svg(startups: Sequence[StoredStartup]) -> str:
     laid = [(s, *bars(s)) for s in startups]
     span = max([f for _, _, f in laid] + [1.0])
     scale = CHART_W / span
-    step = _step(span)
-    heights = [ROW_H + (CAUSE_H if s.root_cause and s.verdict != "ready" else 0) for s in startups]
+    heights = [ROW_H + (CAUSE_H if _shows_cause(s) else 0) for s in startups]
     total_h = AXIS_H + sum(heights) + 10
     w = LABEL_W + CHART_W + 110  # room for the end mark and the total after the longest bar
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{total_h}" '
              f'viewBox="0 0 {w} {total_h}" role="img" aria-label="startup timeline">']
+    parts += _axis(span, scale, total_h)
+    y = AXIS_H
+    for (s, bs, finish), h in zip(laid, heights, strict=True):
+        parts.append(_row_label(s, y))
+        parts += [_bar(b, y, scale) for b in bs]
+        parts.append(_end_mark(s, finish, y, scale))
+        if _shows_cause(s):
+            parts.append(_cause(s, y))
+        y += h
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _shows_cause(s: StoredStartup) -> bool:
+    return bool(s.root_cause and s.verdict != "ready")
+
+
+def _axis(span: float, scale: float, total_h: int) -> list[str]:
+    """A grid line and its time every step, the whole height down."""
+    step = _step(span)
+    parts = []
     tick = 0.0
     while tick <= span + 1e-9:
         x = LABEL_W + tick * scale
         parts.append(f'<line x1="{x:.1f}" y1="{AXIS_H - 6}" x2="{x:.1f}" y2="{total_h}" class="grid"/>'
                      f'<text x="{x:.1f}" y="{AXIS_H - 10}" class="tick">{_e(fmt_duration(tick))}</text>')
         tick += step
-    y = AXIS_H
-    for (s, bs, finish), h in zip(laid, heights, strict=True):
-        model = s.model or ""
-        model = model if len(model) <= 56 else "…" + model[-55:]  # a path's end names the model
-        parts.append(f'<text x="4" y="{y + 13}" class="label">{_e(_label(s))}</text>'
-                     f'<text x="4" y="{y + 26}" class="model">{_e(model)}</text>')
-        for b in bs:
-            x, bw = LABEL_W + b.start_s * scale, max(b.duration_s * scale, 1.5)
-            name = ("draft " if b.draft else "") + b.name
-            tip = f"{name}: {fmt_duration(b.duration_s)}" + (" (until the end)" if b.open_ended else "")
-            cls = "bar open" if b.open_ended else "bar"
-            parts.append(f'<g><title>{_e(tip)}</title><rect x="{x:.1f}" y="{y + 3}" width="{bw:.1f}" '
-                         f'height="{ROW_H - 8}" rx="2" fill="{_color(b.name)}" class="{cls}"/>')
-            if bw > 8 * len(name) + 8:
-                parts.append(f'<text x="{x + 4:.1f}" y="{y + 18}" class="inbar">{_e(name)}</text>')
-            parts.append("</g>")
-        end_x = LABEL_W + finish * scale
-        color = VERDICT_COLORS.get(s.verdict, "#757575")
-        mark = "✓" if s.verdict == "ready" else "✕"
-        took = f" {fmt_duration(finish)}" if finish else ""
-        parts.append(f'<text x="{end_x + 4:.1f}" y="{y + 19}" fill="{color}" class="mark">{mark}{_e(took)}</text>')
-        if s.root_cause and s.verdict != "ready":
-            cause = s.root_cause if len(s.root_cause) <= CAUSE_CAP else s.root_cause[:CAUSE_CAP - 1] + "…"
-            cat = f"[{s.root_cause_category}] " if s.root_cause_category else ""
-            parts.append(f'<text x="{LABEL_W}" y="{y + ROW_H + 10}" fill="{color}" class="cause">'
-                         f'{_e(s.verdict.upper())}: {_e(cat)}{_e(cause)}</text>')
-        y += h
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts
+
+
+def _row_label(s: StoredStartup, y: int) -> str:
+    model = s.model or ""
+    model = model if len(model) <= 56 else "…" + model[-55:]  # a path's end names the model
+    return (f'<text x="4" y="{y + 13}" class="label">{_e(_label(s))}</text>'
+            f'<text x="4" y="{y + 26}" class="model">{_e(model)}</text>')
+
+
+def _bar(b: Bar, y: int, scale: float) -> str:
+    x, bw = LABEL_W + b.start_s * scale, max(b.duration_s * scale, 1.5)
+    name = ("draft " if b.draft else "") + b.name
+    tip = f"{name}: {fmt_duration(b.duration_s)}" + (" (until the end)" if b.open_ended else "")
+    cls = "bar open" if b.open_ended else "bar"
+    inside = f'<text x="{x + 4:.1f}" y="{y + 18}" class="inbar">{_e(name)}</text>' if bw > 8 * len(name) + 8 else ""
+    return (f'<g><title>{_e(tip)}</title><rect x="{x:.1f}" y="{y + 3}" width="{bw:.1f}" '
+            f'height="{ROW_H - 8}" rx="2" fill="{_color(b.name)}" class="{cls}"/>{inside}</g>')
+
+
+def _end_mark(s: StoredStartup, finish: float, y: int, scale: float) -> str:
+    """✓ or ✕ where the startup ended, with how long it took."""
+    end_x = LABEL_W + finish * scale
+    mark = "✓" if s.verdict == "ready" else "✕"
+    took = f" {fmt_duration(finish)}" if finish else ""
+    return f'<text x="{end_x + 4:.1f}" y="{y + 19}" fill="{_verdict_color(s)}" class="mark">{mark}{_e(took)}</text>'
+
+
+def _cause(s: StoredStartup, y: int) -> str:
+    """The root cause under the row, cut to what fits."""
+    root = s.root_cause or ""
+    cause = root if len(root) <= CAUSE_CAP else root[:CAUSE_CAP - 1] + "…"
+    cat = f"[{s.root_cause_category}] " if s.root_cause_category else ""
+    return (f'<text x="{LABEL_W}" y="{y + ROW_H + 10}" fill="{_verdict_color(s)}" class="cause">'
+            f'{_e(s.verdict.upper())}: {_e(cat)}{_e(cause)}</text>')
+
+
+def _verdict_color(s: StoredStartup) -> str:
+    return VERDICT_COLORS.get(s.verdict, "#757575")
 
 
 def _legend(startups: Sequence[StoredStartup]) -> str:
@@ -142,7 +185,7 @@ def _legend(startups: Sequence[StoredStartup]) -> str:
 def _table(startups: Sequence[StoredStartup]) -> str:
     rows = []
     for s in startups:
-        took = s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
+        took = _end_s(s)
         phases = " ".join(f"{p.name}={fmt_duration(p.duration_s)}" for p in s.phases
                           if p.duration_s is not None and p.name != "ready")
         rows.append(f"<tr><td>{_e(s.id if s.id is not None else '')}</td><td>{_e(_label(s))}</td>"
