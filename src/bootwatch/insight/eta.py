@@ -3,14 +3,14 @@ long from a phase's start to ready, and whether a phase that just ended took muc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bootwatch.durations import fmt_duration
 
 if TYPE_CHECKING:  # the store (sqlite3) is imported when history is first asked, not when a watch starts
-    from bootwatch.store import Similar, StoredStartup
+    from bootwatch.store import Similar, StoredPhase, StoredStartup
 
 # A phase is a regression when it took this many times its median, and by enough seconds to matter (a 0.2 s
 # phase taking 0.7 s is noise).
@@ -60,28 +60,49 @@ def phase_key(name: str, draft: bool) -> str:
 def book_from(found: Similar, version: str | None = None) -> Book | None:
     if found.match is None or not found.startups:
         return None
-    startups: Sequence[StoredStartup] = found.startups
+    startups, basis = _comparable(found, version)
+    durations, to_ready = _samples(startups)
+    totals = [s.time_to_ready_s for s in startups if s.time_to_ready_s is not None]
+    return Book(basis, len(startups), _bands(durations), _bands(to_ready), Band.of(totals))
+
+
+def _comparable(found: Similar, version: str | None) -> tuple[Sequence[StoredStartup], str]:
+    """The startups to learn from and how alike they are: the same version's alone when there are enough of
+    them (or no others), since a new version often changes how long a phase takes."""
     basis = str(found.match)
-    same = [s for s in startups if version and s.engine_version == version]
-    if len(same) >= SAME_VERSION_MIN or (same and len(same) == len(startups)):
-        startups = same
-        basis = basis.replace("engine", "engine+version", 1)
+    same = [s for s in found.startups if version and s.engine_version == version]
+    if len(same) >= SAME_VERSION_MIN or (same and len(same) == len(found.startups)):
+        return same, basis.replace("engine", "engine+version", 1)
+    return found.startups, basis
+
+
+def _first_entries(startup: StoredStartup) -> Iterator[tuple[str, StoredPhase]]:
+    """Each phase of a startup once, keyed: a phase entered twice is comparable only the first time, and
+    ready is where the startup ends, not a phase that takes time."""
+    seen: set[str] = set()
+    for p in startup.phases:
+        key = phase_key(p.name, p.draft)
+        if key in seen or p.name == "ready":
+            continue
+        seen.add(key)
+        yield key, p
+
+
+def _samples(startups: Sequence[StoredStartup]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per phase key: how long it took, and how long from its start to ready, over the startups."""
     durations: dict[str, list[float]] = {}
     to_ready: dict[str, list[float]] = {}
     for s in startups:
-        seen: set[str] = set()
-        for p in s.phases:
-            key = phase_key(p.name, p.draft)
-            if key in seen or p.name == "ready":  # a phase entered twice: the first one is comparable
-                continue
-            seen.add(key)
+        for key, p in _first_entries(s):
             if p.duration_s is not None:
                 durations.setdefault(key, []).append(p.duration_s)
             if s.time_to_ready_s is not None and p.start_offset_s is not None:
                 to_ready.setdefault(key, []).append(max(0.0, s.time_to_ready_s - p.start_offset_s))
-    totals = [s.time_to_ready_s for s in startups if s.time_to_ready_s is not None]
-    return Book(basis, len(startups), {k: b for k, v in durations.items() if (b := Band.of(v))},
-                {k: b for k, v in to_ready.items() if (b := Band.of(v))}, Band.of(totals))
+    return durations, to_ready
+
+
+def _bands(samples: dict[str, list[float]]) -> dict[str, Band]:
+    return {k: b for k, v in samples.items() if (b := Band.of(v))}
 
 
 def regression(name: str, draft: bool, took_s: float, book: Book | None) -> str | None:
