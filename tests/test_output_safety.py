@@ -119,8 +119,6 @@ def test_report_of_a_failure_shows_its_root_cause_inert_and_redacted(logs: dict[
     assert_clean(p.stdout)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py writes report --json with json.dumps; it must use "
-                   "bootwatch.sinks.events.summary_json (redacts). Drop this mark once it does.")
 def test_report_json_is_redacted_and_escaped(logs: dict[str, Path], tmp_path: Path) -> None:
     for kind in ("ready", "failed"):
         p = bw(plain_env(tmp_path), "report", "--json", str(logs[kind]))

@@ -123,7 +123,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         report_timeline(args.html, summary, args.log)
     if args.json:
-        sys.stdout.write(json.dumps(summary) + "\n")
+        from bootwatch.sinks.events import summary_json
+
+        sys.stdout.write(summary_json(summary) + "\n")
     else:
         console = Console(highlight=False, soft_wrap=True)
         render(summary, args.log, console)
