@@ -24,7 +24,8 @@ from __future__ import annotations
 import errno
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, start_http_server
 
@@ -121,45 +122,64 @@ class MetricsSink:
         pass
 
     def event(self, ev: Event, now: float) -> None:
-        k, d = ev.kind, ev.data
-        eta = d.get("eta_s")
+        eta = ev.data.get("eta_s")
         if isinstance(eta, int | float) and not isinstance(eta, bool):
             self.eta.set(float(eta))
-        if k == "phase":
-            name = str(d.get("name") or "")
-            self.phase.state(name if name in PHASES else "other")
-            self.progress.set(1.0 if name == "ready" else math.nan)
-            self.transitions.inc()
-            launch = getattr(self.tracker, "launch", None)
-            if launch is not None and getattr(launch, "engine", "unknown") != "unknown":
-                self._set_info(engine=launch.engine)
-        elif k == "progress" and d.get("progress") is not None:
+        handler = self._HANDLERS.get(ev.kind)
+        if handler is not None:
+            handler(self, ev.data, now)
+
+    def _on_phase(self, d: dict[str, Any], now: float) -> None:
+        name = str(d.get("name") or "")
+        self.phase.state(name if name in PHASES else "other")
+        self.progress.set(1.0 if name == "ready" else math.nan)
+        self.transitions.inc()
+        launch = getattr(self.tracker, "launch", None)
+        if launch is not None and getattr(launch, "engine", "unknown") != "unknown":
+            self._set_info(engine=launch.engine)
+
+    def _on_progress(self, d: dict[str, Any], now: float) -> None:
+        if d.get("progress") is not None:
             self.progress.set(float(d["progress"]))
-        elif k == "stall":
-            self.stalls.inc()
-        elif k == "ready":
-            self.state.state("ready")
-            self.phase.state("ready")
-            self.to_ready.set(now - self.started)
-            self.eta.set(0.0)
+
+    def _on_stall(self, d: dict[str, Any], now: float) -> None:
+        self.stalls.inc()
+
+    def _on_ready(self, d: dict[str, Any], now: float) -> None:
+        self.state.state("ready")
+        self.phase.state("ready")
+        self.to_ready.set(now - self.started)
+        self.eta.set(0.0)
+        self.ended = now
+
+    def _on_failed(self, d: dict[str, Any], now: float) -> None:
+        self.state.state("died" if d.get("runtime") else "failed")
+        if self.ended is None:
             self.ended = now
-        elif k == "failed":
-            self.state.state("died" if d.get("runtime") else "failed")
-            if self.ended is None:
-                self.ended = now
-        elif k in ("stalled", "timeout"):
-            self.state.state(k)
-            self.ended = now
-        elif k == "fact":
-            name = str(d.get("name") or "")
-            if name == "health":
-                self.health.set(1.0 if d.get("value") == "200" else 0.0)
-            elif name == "engine":
-                self._set_info(engine=d.get("value"))
-            elif name in ("engine_version", "model"):
-                self._set_info(**{name: d.get("value")})
-            elif name:
-                self._fact(name, d.get("value"))
+
+    def _on_stalled(self, d: dict[str, Any], now: float) -> None:
+        self.state.state("stalled")
+        self.ended = now
+
+    def _on_timeout(self, d: dict[str, Any], now: float) -> None:
+        self.state.state("timeout")
+        self.ended = now
+
+    def _on_fact(self, d: dict[str, Any], now: float) -> None:
+        name = str(d.get("name") or "")
+        if name == "health":
+            self.health.set(1.0 if d.get("value") == "200" else 0.0)
+        elif name == "engine":
+            self._set_info(engine=d.get("value"))
+        elif name in ("engine_version", "model"):
+            self._set_info(**{name: d.get("value")})
+        elif name:
+            self._fact(name, d.get("value"))
+
+    _HANDLERS: ClassVar[dict[str, Callable[[MetricsSink, dict[str, Any], float], None]]] = {
+        "phase": _on_phase, "progress": _on_progress, "stall": _on_stall, "ready": _on_ready, "failed": _on_failed,
+        "stalled": _on_stalled, "timeout": _on_timeout, "fact": _on_fact,
+    }
 
     def close(self, summary: dict[str, Any], now: float) -> None:
         verdict = str(summary.get("verdict") or "incomplete")
