@@ -149,6 +149,52 @@ def entry() -> None:
     os._exit(code)
 
 
+def cmd_history(args: argparse.Namespace, argv: list[str] | None) -> int:
+    from bootwatch.sinks import history
+
+    if args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    if getattr(args, "suggest_probes", False):
+        from bootwatch.probe_suggest import render_yaml, suggest
+
+        given = any(a.startswith("--limit") for a in (sys.argv[1:] if argv is None else argv))
+        sys.stdout.write(render_yaml(suggest(history.load(args.limit if given else 1000))))
+        return 0
+    if args.compare:
+        history.compare(args.compare[0], args.compare[1], console)
+        return 0
+    entries = history.load(args.limit)
+    if args.html:
+        from bootwatch.sinks.html import write_timeline
+
+        write_timeline(args.html, entries, "bootwatch: startup history")
+    if args.json:
+        for e in entries:
+            sys.stdout.write(json.dumps(e.to_json()) + "\n")
+    else:
+        history.render(entries, console)
+    return 0
+
+
+def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
+    if args.command == "report":
+        return cmd_report(args)
+    if args.command == "probe":
+        from bootwatch.probe import main as probe_main
+
+        return probe_main(args)
+    if args.command == "history":
+        return cmd_history(args, argv)
+    if args.command in ("watch", "run", "replay"):
+        import asyncio
+
+        from bootwatch import commands
+
+        return int(asyncio.run(getattr(commands, args.command)(args)))
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
@@ -156,44 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bootwatch: {e}", file=sys.stderr)
         return 2
     try:
-        if args.command == "report":
-            return cmd_report(args)
-        if args.command == "probe":
-            from bootwatch.probe import main as probe_main
-
-            return probe_main(args)
-        if args.command == "history":
-            from bootwatch.sinks import history
-
-            if args.limit < 1:
-                raise UsageError(f"--limit {args.limit}: must be at least 1")
-            if getattr(args, "suggest_probes", False):
-                from bootwatch.probe_suggest import render_yaml, suggest
-
-                given = any(a.startswith("--limit") for a in (sys.argv[1:] if argv is None else argv))
-                limit = args.limit if given else 1000
-                sys.stdout.write(render_yaml(suggest(history.load(limit))))
-                return 0
-            if args.compare:
-                history.compare(*args.compare, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
-                return 0
-            entries = history.load(args.limit)
-            if args.html:
-                from bootwatch.sinks.html import write_timeline
-
-                write_timeline(args.html, entries, "bootwatch: startup history")
-            if args.json:
-                for e in entries:
-                    sys.stdout.write(json.dumps(e.to_json()) + "\n")
-            else:
-                history.render(entries, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
-            return 0
-        if args.command in ("watch", "run", "replay"):
-            import asyncio
-
-            from bootwatch import commands
-
-            return asyncio.run(getattr(commands, args.command)(args))
+        return _dispatch(args, argv)
     except UsageError as e:
         print(f"bootwatch: {e}", file=sys.stderr)
         return 2
@@ -215,7 +224,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bootwatch: internal error: {e.__class__.__name__}: {shown(e)} (BOOTWATCH_DEBUG=1 shows where)",
               file=sys.stderr)
         return 2
-    return 2
 
 
 EXIT_OUTPUT_GONE = 141  # 128 + SIGPIPE: what any Unix tool whose reader left (`| head -1`) exits with
