@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _LEVELS = {
@@ -176,101 +177,117 @@ def parse_prefix(text: str, year: int) -> Prefix:
 
 
 def _parse_from(text: str, pos: int, year: int) -> Prefix:
-    proc = None
-    fmt = None
-    # Process tags (possibly repeated) come first.
-    while True:
-        m = _PROC_TAG.match(text, pos)
+    pos, proc, fmt = _peel_process_tags(text, pos)
+    for f in _formats_at(text[pos : pos + 1]):
+        m = f.pattern.match(text, pos)
         if m:
-            proc = m.group("name").replace(" ", "_").replace("=", "")
-            fmt = "vllm"
-            pos = m.end()
-            continue
-        m = _TORCH_RANK.match(text, pos)
-        if m:
-            proc = proc or "rank" + m.group("rank")
-            pos = m.end()
-            continue
-        break
-
-    c = text[pos : pos + 1]
-    m = None
-    if c == "t" or c == " ":
-        g = _go_prefix(text, pos, year, proc)
-        if g is not None:
-            return g
-    if c == "[":
-        m = _SGLANG.match(text, pos)
-        if m:
-            t = _stamp(m, year)
-            proc = _sglang_proc(m.group("ranks")) or proc
-            level = m.group("level")
-            rest = m.end()
-            u = _UVICORN.match(text, rest)
-            if u:
-                level, rest = u.group("level"), u.end()
-                return Prefix(text[rest:], t, level, proc, "uvicorn", _ymd(m))
-            return Prefix(text[rest:], t, level, proc, fmt or "sglang", _ymd(m))
-        m = _TRTLLM.match(text, pos)
-        if m:
-            rank = m.group("rank")
-            return Prefix(text[m.end():], _stamp(m, year), _LEVELS[m.group("level")],
-                          f"rank{rank}" if rank else proc, "trtllm", _ymd(m))
-        m = _TM.match(text, pos)
-        if m:
-            # The tag stays in the message (LMDeploy's rules read it); its level is what matters here.
-            return Prefix(text[pos:], None, _LEVELS.get(m.group("level"), m.group("level")), proc, "turbomind")
-        m = _TRTLLM_CPP.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], None, _LEVELS.get(m.group("level"), m.group("level")), proc, "trtllm")
-    elif c.isdigit():
-        g = _go_prefix(text, pos, year, proc)
-        if g is not None:
-            return g
-        m = _TGI.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], _stamp(m, year), _LEVELS.get(m.group("level"), m.group("level")),
-                          proc, "tgi", _ymd(m))
-        m = _PYFMT.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], _stamp(m, year), m.group("level"), proc, "pylog", _ymd(m))
-        m = _LLAMACPP.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], None, _LEVELS.get(m.group("level"), "INFO"), proc, "llamacpp")
-    elif c in "DIWEC":
-        m = _VLLM.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], _stamp(m, year), m.group("level"), proc, "vllm")
-        m = _UVICORN.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], None, m.group("level"), proc, "uvicorn")
-        m = _PYLOG.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], None, m.group("level"), proc, "pylog")
-        m = _GLOG.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], _stamp(m, year), _LEVELS[m.group("level")], proc, "glog")
-    elif c == "T":
-        m = _UVICORN.match(text, pos)
-        if m:
-            return Prefix(text[m.end():], None, "DEBUG", proc, "uvicorn")
+            return f.read(m, text, pos, year, proc, fmt)
     return Prefix(text[pos:], None, None, proc, fmt)
 
 
-def _go_prefix(text: str, pos: int, year: int, proc: str | None) -> Prefix | None:
-    m = _SLOG.match(text, pos)
-    if m:
-        # msg stays quoted: failure texts must be the line's own text, and rules allow the quote ('^"?…').
-        return Prefix(text[m.end():], _stamp(m, year), _LEVELS.get(m.group("level"), m.group("level")),
-                      proc, "slog", _ymd(m))
-    m = _GOLOG.match(text, pos)
-    if m:
-        return Prefix(text[m.end():], _stamp(m, year), _LEVELS.get(m.group("level"), m.group("level")), proc, "golog",
-                      _ymd(m))
-    m = _ZEROLOG.match(text, pos)
-    if m:
-        return Prefix(text[m.end():], None, _ZEROLOG_LEVELS[m.group("level")], proc, "zerolog")
+def _peel_process_tags(text: str, pos: int) -> tuple[int, str | None, str | None]:
+    """Past the process tags (they nest and repeat): where the logger prefix starts, the process they name,
+    and "vllm" when a vLLM-style tag was among them."""
+    proc, fmt = None, None
+    while True:
+        m = _PROC_TAG.match(text, pos)
+        if m:
+            proc, fmt, pos = m.group("name").replace(" ", "_").replace("=", ""), "vllm", m.end()
+            continue
+        m = _TORCH_RANK.match(text, pos)
+        if not m:
+            return pos, proc, fmt
+        proc, pos = proc or "rank" + m.group("rank"), m.end()
+
+
+def _as_written(level: str | None) -> str | None:
+    return level
+
+
+def _level_name(level: str | None) -> str | None:
+    return _LEVELS.get(level, level) if level is not None else None
+
+
+def _llamacpp_level(level: str | None) -> str | None:
+    return _LEVELS.get(level or "", "INFO")  # its T (trace) has no name of its own
+
+
+def _zerolog_level(level: str | None) -> str | None:
+    return _ZEROLOG_LEVELS[level or ""]
+
+
+def _no_proc(_m: re.Match[str]) -> str | None:
     return None
+
+
+def _sglang_ranks(m: re.Match[str]) -> str | None:
+    return _sglang_proc(m.group("ranks"))
+
+
+def _trtllm_rank(m: re.Match[str]) -> str | None:
+    return f"rank{m.group('rank')}" if m.group("rank") else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Format:
+    """One logger's prefix: its pattern (named groups Y/mo/d/h/mi/s for the time, `level`) and how to read it."""
+
+    name: str
+    pattern: re.Pattern[str]
+    level: Callable[[str | None], str | None] = _as_written
+    proc: Callable[[re.Match[str]], str | None] = _no_proc  # a rank the prefix names beats the process tag's
+    keeps_tag: bool = False  # the prefix stays in the message, for rules that read it
+    tag_names_format: bool = False  # a process tag before it names the format instead
+    then: _Format | None = None  # a prefix that may follow this one and says the level
+
+    def read(self, m: re.Match[str], text: str, pos: int, year: int, proc: str | None, fmt: str | None) -> Prefix:
+        t = _stamp(m, year) if "mo" in self.pattern.groupindex else None  # a pattern with a date has a time
+        name = (fmt or self.name) if self.tag_names_format else self.name
+        level, rest = self.level(m.group("level")), m.end()
+        if self.then is not None and (inner := self.then.pattern.match(text, rest)):
+            level, name, rest = self.then.level(inner.group("level")), self.then.name, inner.end()
+        return Prefix(text[pos:] if self.keeps_tag else text[rest:], t, level, self.proc(m) or proc, name, _ymd(m))
+
+
+_UVICORN_FMT = _Format("uvicorn", _UVICORN)
+_GO_FORMATS = (
+    # msg stays quoted: failure texts must be the line's own text, and rules allow the quote ('^"?…').
+    _Format("slog", _SLOG, _level_name),
+    _Format("golog", _GOLOG, _level_name),
+    _Format("zerolog", _ZEROLOG, _zerolog_level),
+)
+_LOGGER_LEVEL_FIRST = (
+    _Format("vllm", _VLLM),
+    _UVICORN_FMT,
+    _Format("pylog", _PYLOG),
+    _Format("glog", _GLOG, _level_name),
+)
+# Tried in order, by the first character of the prefix; a character not here has no logger prefix.
+_BY_FIRST: dict[str, tuple[_Format, ...]] = {
+    "[": (
+        # SGLang re-formats uvicorn's lines under its own stamp: "[ts] INFO:     "
+        _Format("sglang", _SGLANG, proc=_sglang_ranks, tag_names_format=True, then=_UVICORN_FMT),
+        _Format("trtllm", _TRTLLM, _level_name, proc=_trtllm_rank),
+        # LMDeploy's rules read the [TM] tag; its level is what matters here.
+        _Format("turbomind", _TM, _level_name, keeps_tag=True),
+        _Format("trtllm", _TRTLLM_CPP, _level_name),
+    ),
+    "t": _GO_FORMATS,
+    " ": _GO_FORMATS,
+    **dict.fromkeys("DIWEC", _LOGGER_LEVEL_FIRST),
+    "T": (_Format("uvicorn", _UVICORN, _level_name),),  # uvicorn's TRACE, read as DEBUG
+}
+_DIGIT_FIRST = (
+    *_GO_FORMATS,
+    _Format("tgi", _TGI, _level_name),
+    _Format("pylog", _PYFMT),
+    _Format("llamacpp", _LLAMACPP, _llamacpp_level),
+)
+
+
+def _formats_at(first: str) -> tuple[_Format, ...]:
+    # isdigit, not 0-9: \d in the patterns matches any script's digits too.
+    return _DIGIT_FIRST if first.isdigit() else _BY_FIRST.get(first, ())
 
 
 def _ymd(m: re.Match[str]) -> tuple[int, int, int] | None:
