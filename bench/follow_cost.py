@@ -41,17 +41,44 @@ def main() -> int:
     a = ap.parse_args()
     p, port = paths(), free_port()
     if a.engine == "llamacpp":
-        server = [p["BOOTWATCH_LLAMA_SERVER"], "-m", p["BOOTWATCH_TINY_GGUF"], "--host", "127.0.0.1", "--port",
-                  str(port), "-c", "512", "--metrics"]
+        server = [
+            p["BOOTWATCH_LLAMA_SERVER"],
+            "-m",
+            p["BOOTWATCH_TINY_GGUF"],
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "512",
+            "--metrics",
+        ]
     else:
-        server = ["env", "HF_HUB_OFFLINE=1", "VLLM_LOG_STATS_INTERVAL=1",
-                  f"VLLM_CACHE_ROOT={p['BOOTWATCH_VLLM_CACHE_ROOT']}", p["BOOTWATCH_VLLM_PY"], "-m",
-                  "vllm.entrypoints.openai.api_server", "--model", p["BOOTWATCH_TINY_MODEL"], "--host", "127.0.0.1",
-                  "--port", str(port), "--kv-cache-memory-bytes", "1073741824", "--enforce-eager"]
+        server = [
+            "env",
+            "HF_HUB_OFFLINE=1",
+            "VLLM_LOG_STATS_INTERVAL=1",
+            f"VLLM_CACHE_ROOT={p['BOOTWATCH_VLLM_CACHE_ROOT']}",
+            p["BOOTWATCH_VLLM_PY"],
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            p["BOOTWATCH_TINY_MODEL"],
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--kv-cache-memory-bytes",
+            "1073741824",
+            "--enforce-eager",
+        ]
     log = f"/tmp/bw-follow-cost-{os.getpid()}.log"
     url = [] if a.baseline else ["--url", f"http://127.0.0.1:{port}/health"]
-    bw = subprocess.Popen([sys.executable, "-m", "bootwatch", "run", "--json", "--log", log, *url, "--", *server],
-                          stdout=subprocess.PIPE, text=True)
+    bw = subprocess.Popen(
+        [sys.executable, "-m", "bootwatch", "run", "--json", "--log", log, *url, "--", *server],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert bw.stdout is not None
     for line in bw.stdout:
         if json.loads(line)["event"] == "ready":
@@ -69,8 +96,10 @@ def main() -> int:
     bw.communicate(timeout=60)
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
     what = "no --url" if a.baseline else "--url"
-    print(f"engine={a.engine} {what} window={t1 - t0:.1f}s serving_events={n} bootwatch_cpu={cpu:.3f}s "
-          f"share_of_one_core={100 * cpu / (t1 - t0):.2f}%")
+    print(
+        f"engine={a.engine} {what} window={t1 - t0:.1f}s serving_events={n} bootwatch_cpu={cpu:.3f}s "
+        f"share_of_one_core={100 * cpu / (t1 - t0):.2f}%"
+    )
     return 0
 
 

@@ -72,9 +72,11 @@ READY_LOG = "vllm/v0.11-elloraa-gloo-ready.log"
 READY_TEXT = b"Application startup complete."
 DEATH_LINES = 40  # lines of READY_LOG the dying server prints (before its ready line)
 # The seed's readiness check, verbatim but for the log path and the sleep.
-SEED_LOOP = ('for i in $(seq 1 120); do grep -q "fired up\\|Application startup complete" {log} && exit 0; '
-             'grep -qiE "RuntimeError|Traceback.*most recent|CUDA error|ValueError" {log} && exit 1; '
-             "sleep {sleep}; done")
+SEED_LOOP = (
+    'for i in $(seq 1 120); do grep -q "fired up\\|Application startup complete" {log} && exit 0; '
+    'grep -qiE "RuntimeError|Traceback.*most recent|CUDA error|ValueError" {log} && exit 1; '
+    "sleep {sleep}; done"
+)
 BOOTWATCH_POLL_S = 1.0  # FileFollower's fallback stat poll
 GOALS = "ready p99 ≤ 50 ms, death ≤ 500 ms, idle CPU ≤ 1 % of a core, poll cost flat in file size"
 GOAL_READY_S = 0.050
@@ -186,10 +188,12 @@ class Procs:
         self.children: list[subprocess.Popen[bytes]] = []
         self.strays: list[psutil.Process] = []  # started by our children (run's server), not by us
 
-    def spawn(self, cmd: Sequence[str], stdout: int | None = subprocess.DEVNULL,
-              stderr: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=self.env,
-                                start_new_session=True)
+    def spawn(
+        self, cmd: Sequence[str], stdout: int | None = subprocess.DEVNULL, stderr: int | None = subprocess.DEVNULL
+    ) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            list(cmd), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=self.env, start_new_session=True
+        )
         self.children.append(proc)
         return proc
 
@@ -284,12 +288,38 @@ class Method:
 def ready_trial(method: Method, procs: Procs, src_log: Path, workdir: Path, rng: random.Random) -> float:
     log, stamp = workdir / "server.log", workdir / "stamp"
     pre, delay = rng.uniform(0, method.poll_s), rng.uniform(0.2, 1.0)
-    writer = [sys.executable, str(Path(__file__).resolve()), "_writer", "--log", str(src_log), "--stamp", str(stamp),
-              "--pre", f"{pre:.4f}", "--delay", f"{delay:.4f}"]
+    writer = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "_writer",
+        "--log",
+        str(src_log),
+        "--stamp",
+        str(stamp),
+        "--pre",
+        f"{pre:.4f}",
+        "--delay",
+        f"{delay:.4f}",
+    ]
     wproc: subprocess.Popen[bytes] | None = None
     if method.kind == "run":
-        watcher = procs.spawn([*bootwatch_cmd(), "run", "--detach", "--log", str(log), "--timeout", "60s", "--",
-                               *writer, "--out", "-", "--hang", "120"])
+        watcher = procs.spawn(
+            [
+                *bootwatch_cmd(),
+                "run",
+                "--detach",
+                "--log",
+                str(log),
+                "--timeout",
+                "60s",
+                "--",
+                *writer,
+                "--out",
+                "-",
+                "--hang",
+                "120",
+            ]
+        )
     else:
         if method.kind == "watch":
             watcher = procs.spawn([*bootwatch_cmd(), "watch", str(log), "--timeout", "60s"])
@@ -342,9 +372,25 @@ class Interfered(RuntimeError):
 
 def death_trial(procs: Procs, src_log: Path, workdir: Path, rng: random.Random) -> float:
     log = workdir / "server.log"
-    bw = procs.spawn([*bootwatch_cmd(), "run", "--log", str(log), "--timeout", "60s", "--",
-                      sys.executable, "-m", FAKE_SERVER_MODULE, str(src_log), "--lines", str(DEATH_LINES),
-                      "--then", "hang"])
+    bw = procs.spawn(
+        [
+            *bootwatch_cmd(),
+            "run",
+            "--log",
+            str(log),
+            "--timeout",
+            "60s",
+            "--",
+            sys.executable,
+            "-m",
+            FAKE_SERVER_MODULE,
+            str(src_log),
+            "--lines",
+            str(DEATH_LINES),
+            "--then",
+            "hang",
+        ]
+    )
     deadline = time.time() + 30
     server: psutil.Process | None = None
     while time.time() < deadline and (server is None or lines_in(log) < DEATH_LINES):
@@ -512,8 +558,11 @@ def render(rows: Sequence[Row]) -> str:
     lines = []
     for i, r in enumerate(table):
         cells = [getattr(r, f) for f in ("measure", "method", "n", "p50", "p99", "goal", "met")]
-        lines.append("  ".join(c.rjust(w) if j in right else c.ljust(w)
-                               for j, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip())
+        lines.append(
+            "  ".join(
+                c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+        )
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -528,13 +577,33 @@ def verdict(ok: bool) -> str:
 
 def config(a: argparse.Namespace) -> Config:
     if a.quick:
-        return Config(trials=a.trials or 5, loop15_trials=2, death_trials=3, idle_s=5.0, big_bytes=100 * MIB,
-                      poll_sizes=(MIB, 100 * MIB), poll_reps=50, corpus=a.corpus, seed=a.seed, quick=True)
+        return Config(
+            trials=a.trials or 5,
+            loop15_trials=2,
+            death_trials=3,
+            idle_s=5.0,
+            big_bytes=100 * MIB,
+            poll_sizes=(MIB, 100 * MIB),
+            poll_reps=50,
+            corpus=a.corpus,
+            seed=a.seed,
+            quick=True,
+        )
     trials = a.trials or 20
     if trials < 20:
         raise SystemExit("--trials: at least 20 for a full run (use --quick for a smoke run)")
-    return Config(trials=trials, loop15_trials=5, death_trials=max(10, trials // 2), idle_s=30.0, big_bytes=GIB,
-                  poll_sizes=(MIB, 100 * MIB, GIB), poll_reps=200, corpus=a.corpus, seed=a.seed, quick=False)
+    return Config(
+        trials=trials,
+        loop15_trials=5,
+        death_trials=max(10, trials // 2),
+        idle_s=30.0,
+        big_bytes=GIB,
+        poll_sizes=(MIB, 100 * MIB, GIB),
+        poll_reps=200,
+        corpus=a.corpus,
+        seed=a.seed,
+        quick=False,
+    )
 
 
 def passes_for(size: int, blob_len: int) -> int:
@@ -543,10 +612,12 @@ def passes_for(size: int, blob_len: int) -> int:
 
 
 def ready_rows(cfg: Config, procs: Procs, src_log: Path, tmp: Path, rng: random.Random) -> list[Row]:
-    methods = [(Method("bootwatch watch FILE", "watch", BOOTWATCH_POLL_S), cfg.trials),
-               (Method("bootwatch run --detach -- WRITER", "run", BOOTWATCH_POLL_S), cfg.trials),
-               (Method("seed loop, sleep 15 (real)", "loop", 15.0, 15), cfg.loop15_trials),
-               (Method("seed loop, sleep 1", "loop", 1.0, 1), cfg.trials)]
+    methods = [
+        (Method("bootwatch watch FILE", "watch", BOOTWATCH_POLL_S), cfg.trials),
+        (Method("bootwatch run --detach -- WRITER", "run", BOOTWATCH_POLL_S), cfg.trials),
+        (Method("seed loop, sleep 15 (real)", "loop", 15.0, 15), cfg.loop15_trials),
+        (Method("seed loop, sleep 1", "loop", 1.0, 1), cfg.trials),
+    ]
     rows = []
     for method, n in methods:
         lags = ready_lags(method, n, procs, src_log, tmp, rng)
@@ -574,8 +645,17 @@ def death_rows(cfg: Config, procs: Procs, src_log: Path, tmp: Path, rng: random.
         progress(f"death: trial {len(deaths)}/{cfg.death_trials}: {fmt_s(deaths[-1])}")
     p99 = pct(deaths, 99)
     note = f" ({redone} redone: killed from outside)" if redone else ""
-    return [Row("death: SIGKILL -> exit 1", f"bootwatch run -- fake_server{note}", str(cfg.death_trials),
-                fmt_s(pct(deaths, 50)), fmt_s(p99), "p99 ≤ 500 ms", verdict(p99 <= GOAL_DEATH_S))]
+    return [
+        Row(
+            "death: SIGKILL -> exit 1",
+            f"bootwatch run -- fake_server{note}",
+            str(cfg.death_trials),
+            fmt_s(pct(deaths, 50)),
+            fmt_s(p99),
+            "p99 ≤ 500 ms",
+            verdict(p99 <= GOAL_DEATH_S),
+        )
+    ]
 
 
 def idle_rows(cfg: Config, procs: Procs, blob: bytes, tmp: Path) -> list[Row]:
@@ -588,10 +668,22 @@ def idle_rows(cfg: Config, procs: Procs, blob: bytes, tmp: Path) -> list[Row]:
     return [
         Row("start to following", "bootwatch watch EMPTY-FILE", "1", fmt_s(r["startup"]), ""),
         Row(f"catch-up {size}", "bootwatch watch (last launch)", "1", fmt_s(r["catchup_default"]), ""),
-        Row(f"catch-up {size}", f"bootwatch watch --from-start, peak RSS {r['peak_rss_mib']:.0f} MiB", "1",
-            fmt_s(r["catchup_from_start"]), ""),
-        Row(f"idle CPU over {cfg.idle_s:.0f} s", f"the same watcher, RSS {r['rss_mib']:.0f} MiB", "1",
-            f"{r['idle_pct']:.2f} %", "", "≤ 1 % of a core", verdict(r["idle_pct"] <= GOAL_IDLE_PCT)),
+        Row(
+            f"catch-up {size}",
+            f"bootwatch watch --from-start, peak RSS {r['peak_rss_mib']:.0f} MiB",
+            "1",
+            fmt_s(r["catchup_from_start"]),
+            "",
+        ),
+        Row(
+            f"idle CPU over {cfg.idle_s:.0f} s",
+            f"the same watcher, RSS {r['rss_mib']:.0f} MiB",
+            "1",
+            f"{r['idle_pct']:.2f} %",
+            "",
+            "≤ 1 % of a core",
+            verdict(r["idle_pct"] <= GOAL_IDLE_PCT),
+        ),
     ]
 
 
@@ -604,8 +696,15 @@ def poll_rows(cfg: Config, blob: bytes, src_log: Path) -> list[Row]:
         warm_page_cache(path)
         samples = asyncio.run(poll_cost(path, len(blob), line, cfg.poll_reps))
         medians.append(statistics.median(samples))
-        rows.append(Row(f"poll cost, {fmt_size(path.stat().st_size)} log", "FileFollower read + Analyzer.feed",
-                        str(cfg.poll_reps), fmt_s(medians[-1]), fmt_s(pct(samples, 99))))
+        rows.append(
+            Row(
+                f"poll cost, {fmt_size(path.stat().st_size)} log",
+                "FileFollower read + Analyzer.feed",
+                str(cfg.poll_reps),
+                fmt_s(medians[-1]),
+                fmt_s(pct(samples, 99)),
+            )
+        )
     ratio = max(medians) / min(medians)
     rows[-1].goal, rows[-1].met = f"flat: max/min {ratio:.2f}x", verdict(ratio <= FLAT_RATIO)
     return rows
@@ -621,8 +720,11 @@ def run(cfg: Config) -> list[Row]:
         tmp = Path(tmp_name)
         (tmp / "home").mkdir()
         # BOOTWATCH_HOME: keep the user's history clean; PYTHONPATH: for `python -m tests.helpers.fake_server`
-        env = {**os.environ, "BOOTWATCH_HOME": str(tmp / "home"),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "BOOTWATCH_HOME": str(tmp / "home"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
         procs = Procs(env)
         try:
             rows = ready_rows(cfg, procs, src_log, tmp, rng)
@@ -647,14 +749,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     started, load_before = time.time(), os.getloadavg()[0]
     rows = run(cfg)
     title = "bootwatch live latency" + (" (--quick)" if cfg.quick else "")
-    print(f"{title}: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
-          f"{platform.system()} {platform.release()}, Python {platform.python_version()}; "
-          f"1-min load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; {time.time() - started:.0f} s")
+    print(
+        f"{title}: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}; "
+        f"1-min load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; {time.time() - started:.0f} s"
+    )
     print(f"goals: {GOALS}")
-    print("ready lag: from the ready line flushed to the log (time.time() in the writer) to the watcher's exit "
-          f"(time.time() here); the writer starts after a random pause in [0, poll period), replays {READY_LOG} up "
-          "to its ready line, then writes that line 0.2-1.0 s later. p99 is nearest-rank (the maximum under 100 "
-          f"trials). The seed loop with the real 15 s sleep gets only {cfg.loop15_trials} trials (up to 30 s each).")
+    print(
+        "ready lag: from the ready line flushed to the log (time.time() in the writer) to the watcher's exit "
+        f"(time.time() here); the writer starts after a random pause in [0, poll period), replays {READY_LOG} up "
+        "to its ready line, then writes that line 0.2-1.0 s later. p99 is nearest-rank (the maximum under 100 "
+        f"trials). The seed loop with the real 15 s sleep gets only {cfg.loop15_trials} trials (up to 30 s each)."
+    )
     print()
     print(render(rows))
     return 0

@@ -27,8 +27,9 @@ BOOTWATCH = [str(REPO / ".venv" / "bin" / "bootwatch")]
 
 
 def paths() -> dict[str, str]:
-    out = subprocess.run(["bash", str(REPO / "scripts" / "real-servers"), "paths"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / "real-servers"), "paths"], capture_output=True, text=True, check=True
+    ).stdout
     return dict(line[7:].split("=", 1) for line in out.splitlines() if line.startswith("export "))
 
 
@@ -40,12 +41,36 @@ def free_port() -> int:
 
 def commands(p: dict[str, str], port: int) -> dict[str, list[str]]:
     return {
-        "vLLM 0.32 (CPU)": ["env", "HF_HUB_OFFLINE=1", f"VLLM_CACHE_ROOT={p['BOOTWATCH_VLLM_CACHE_ROOT']}",
-                            p["BOOTWATCH_VLLM_PY"], "-m", "vllm.entrypoints.openai.api_server", "--model",
-                            p["BOOTWATCH_TINY_MODEL"], "--served-model-name", "tiny", "--host", "127.0.0.1", "--port",
-                            str(port), "--kv-cache-memory-bytes", "1073741824", "--enforce-eager"],
-        "llama-server (-c 4000000)": [p["BOOTWATCH_LLAMA_SERVER"], "-m", p["BOOTWATCH_TINY_GGUF"], "--host",
-                                      "127.0.0.1", "--port", str(port), "-c", "4000000"],
+        "vLLM 0.32 (CPU)": [
+            "env",
+            "HF_HUB_OFFLINE=1",
+            f"VLLM_CACHE_ROOT={p['BOOTWATCH_VLLM_CACHE_ROOT']}",
+            p["BOOTWATCH_VLLM_PY"],
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            p["BOOTWATCH_TINY_MODEL"],
+            "--served-model-name",
+            "tiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--kv-cache-memory-bytes",
+            "1073741824",
+            "--enforce-eager",
+        ],
+        "llama-server (-c 4000000)": [
+            p["BOOTWATCH_LLAMA_SERVER"],
+            "-m",
+            p["BOOTWATCH_TINY_GGUF"],
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "4000000",
+        ],
     }
 
 
@@ -68,8 +93,12 @@ def trial(name: str, p: dict[str, str], log: Path) -> tuple[float, float]:
     poller = threading.Thread(target=first_200, args=(f"http://127.0.0.1:{port}/health", stop, seen), daemon=True)
     start = time.time()
     poller.start()
-    proc = subprocess.run([*BOOTWATCH, "run", "--detach", "--log", str(log), "--timeout", "300", "--", *cmd],
-                          capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [*BOOTWATCH, "run", "--detach", "--log", str(log), "--timeout", "300", "--", *cmd],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     exited = time.time()
     poller.join(timeout=60)
     stop.set()
@@ -102,8 +131,10 @@ def main() -> int:
     p = paths()
     out = REPO / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    print(f"cores: {os.cpu_count()}; {args.trials} trials each; lag = bootwatch exit (run --detach) - first 200 "
-          "from the health URL polled every 5 ms by this script")
+    print(
+        f"cores: {os.cpu_count()}; {args.trials} trials each; lag = bootwatch exit (run --detach) - first 200 "
+        "from the health URL polled every 5 ms by this script"
+    )
     print(f"{'server':<28} {'ready after (p50)':>18} {'lag p50':>10} {'lag max':>10} {'lag min':>10}")
     for name in commands(p, 0):
         lags, readies = [], []
@@ -111,8 +142,10 @@ def main() -> int:
             lag, ready = trial(name, p, out / f"real-lag-{i}.log")
             lags.append(lag * 1000)
             readies.append(ready)
-        print(f"{name:<28} {statistics.median(readies):>16.1f} s {statistics.median(lags):>7.1f} ms "
-              f"{max(lags):>7.1f} ms {min(lags):>7.1f} ms")
+        print(
+            f"{name:<28} {statistics.median(readies):>16.1f} s {statistics.median(lags):>7.1f} ms "
+            f"{max(lags):>7.1f} ms {min(lags):>7.1f} ms"
+        )
     return 0
 
 

@@ -161,10 +161,12 @@ def run_once(cmd: list[str], ok_codes: tuple[int, ...] = (0,)) -> Sample:
 
 def median_sample(samples: list[Sample]) -> Sample:
     """Medians of wall time, CPU time and peak RSS, each on its own; stdout of the last run."""
-    return Sample(seconds=statistics.median(s.seconds for s in samples),
-                  cpu_seconds=statistics.median(s.cpu_seconds for s in samples),
-                  max_rss_mb=statistics.median(s.max_rss_mb for s in samples),
-                  stdout=samples[-1].stdout)
+    return Sample(
+        seconds=statistics.median(s.seconds for s in samples),
+        cpu_seconds=statistics.median(s.cpu_seconds for s in samples),
+        max_rss_mb=statistics.median(s.max_rss_mb for s in samples),
+        stdout=samples[-1].stdout,
+    )
 
 
 def goal_note(mbps: float, rss_mb: float) -> str:
@@ -243,13 +245,17 @@ def cores() -> str:
 
 
 def verdict_lines(summary: dict[str, Any], log: Path) -> list[str]:
-    out = [f"bootwatch verdict on {log.name}: {summary.get('verdict')} (engine {summary.get('engine')}, "
-           f"version {summary.get('engine_version')})"]
+    out = [
+        f"bootwatch verdict on {log.name}: {summary.get('verdict')} (engine {summary.get('engine')}, "
+        f"version {summary.get('engine_version')})"
+    ]
     for key in ("failure", "ready"):
         if summary.get(key):
             out.append(f"  {key}: line {summary[key].get('line_no')}: {summary[key].get('text')}")
-    out.append(f"  lines read: {summary.get('lines')} (the file has {expected_lines(log)}); "
-               f"launches seen: {summary.get('launches')}")
+    out.append(
+        f"  lines read: {summary.get('lines')} (the file has {expected_lines(log)}); "
+        f"launches seen: {summary.get('launches')}"
+    )
     return out
 
 
@@ -259,10 +265,18 @@ def verdict_lines(summary: dict[str, Any], log: Path) -> list[str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size-mb", type=float, default=200.0, help="size of the main log in MB (default 200)")
-    p.add_argument("--also-size-mb", type=float, default=None,
-                   help="also run bootwatch on a log of this size to show flat RSS (default 2x --size-mb; 0: skip)")
-    p.add_argument("--corpus", type=Path, default=None,
-                   help="directory of <engine>/*.log (default $BOOTWATCH_CORPUS or tests/corpus)")
+    p.add_argument(
+        "--also-size-mb",
+        type=float,
+        default=None,
+        help="also run bootwatch on a log of this size to show flat RSS (default 2x --size-mb; 0: skip)",
+    )
+    p.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="directory of <engine>/*.log (default $BOOTWATCH_CORPUS or tests/corpus)",
+    )
     p.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
     return p.parse_args(argv)
 
@@ -292,8 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     bw, grep = measure_side_by_side(log, args.repeat)
     rows = [
         bootwatch_row(log, bw, f"{size / MB:.0f} MB file"),
-        Row("grep -ciE PATTERNS (seed)", size, grep.seconds, grep.max_rss_mb,
-            f"{size / MB:.0f} MB file; cpu {grep.cpu_seconds:.2f} s; {int(grep.stdout or 0)} matching lines"),
+        Row(
+            "grep -ciE PATTERNS (seed)",
+            size,
+            grep.seconds,
+            grep.max_rss_mb,
+            f"{size / MB:.0f} MB file; cpu {grep.cpu_seconds:.2f} s; {int(grep.stdout or 0)} matching lines",
+        ),
     ]
     verdicts = [(log, bw)]
     if also > 0:
@@ -305,9 +324,16 @@ def main(argv: list[str] | None = None) -> int:
 
     progress(f"bootwatch --exhaustive (reads every launch), 1 run, on {log.name}")
     ex = run_once([*bootwatch_cmd(), "report", "--json", "--exhaustive", str(log)])
-    rows.append(Row("bootwatch report --json --exhaustive", size, ex.seconds, ex.max_rss_mb,
-                    f"{size / MB:.0f} MB file, every launch read; cpu {ex.cpu_seconds:.2f} s; "
-                    f"{goal_note(size / MB / ex.seconds, ex.max_rss_mb)}"))
+    rows.append(
+        Row(
+            "bootwatch report --json --exhaustive",
+            size,
+            ex.seconds,
+            ex.max_rss_mb,
+            f"{size / MB:.0f} MB file, every launch read; cpu {ex.cpu_seconds:.2f} s; "
+            f"{goal_note(size / MB / ex.seconds, ex.max_rss_mb)}",
+        )
+    )
     one = build_one_launch(corpus, args.size_mb)
     warm_page_cache(one)
     progress(f"bootwatch, {args.repeat} runs, on {one.name}")
@@ -321,8 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: bootwatch's sources changed during the run ({before} -> {after}); the rows mix versions")
     print(f"file: {log} ({size:,} bytes = {size / MB:.1f} MB; the {len(blob):,}-byte corpus x {size // len(blob)})")
     print(f"corpus: {corpus} ({len(sorted(corpus.glob('*/*.log')))} logs, sorted by path, concatenated as is)")
-    print(f"cores: {cores()}; load average {load_before:.2f} at start, {load_after:.2f} at end; "
-          f"python {sys.version.split()[0]}; LANG={os.environ.get('LANG', '')} LC_ALL={os.environ.get('LC_ALL', '')}")
+    print(
+        f"cores: {cores()}; load average {load_before:.2f} at start, {load_after:.2f} at end; "
+        f"python {sys.version.split()[0]}; LANG={os.environ.get('LANG', '')} LC_ALL={os.environ.get('LC_ALL', '')}"
+    )
     print(f"bootwatch: {' '.join(bootwatch_cmd())} report --json FILE")
     print(f"grep:      grep -ciE '{GREP_PATTERN}' FILE   (PATTERNS in the table)")
     print(f"median of {args.repeat} runs each, page cache warm; MB = 2**20 bytes; peak RSS via {rss_method()}")

@@ -171,13 +171,15 @@ class Procs:
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.orphans: list[Reaped] = []  # reaped here, not started here; drained by the caller
 
-    def spawn(self, cmd: Sequence[str], stdout: int | Path = subprocess.DEVNULL,
-              stderr: int | Path = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, cmd: Sequence[str], stdout: int | Path = subprocess.DEVNULL, stderr: int | Path = subprocess.DEVNULL
+    ) -> subprocess.Popen[bytes]:
         with contextlib.ExitStack() as stack:
             out = stack.enter_context(stdout.open("wb")) if isinstance(stdout, Path) else stdout
             err = stack.enter_context(stderr.open("wb")) if isinstance(stderr, Path) else stderr
-            proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self.env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                list(cmd), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self.env, start_new_session=True
+            )
         self.children[proc.pid] = proc
         return proc
 
@@ -275,8 +277,11 @@ def remote_quiet(sshd: Sshd, procs: Procs, timeout: float = 15.0) -> None:
     while time.time() < deadline:
         procs.reap()
         listener = sshd.listener
-        busy = [p for p in psutil.Process().children(recursive=True)
-                if (listener is None or p.pid != listener.pid) and running(p)]
+        busy = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if (listener is None or p.pid != listener.pid) and running(p)
+        ]
         if not busy:
             return
         time.sleep(0.05)
@@ -415,22 +420,28 @@ class Bench:
         return workdir, paths
 
     def start_watch(self, workdir: Path, paths: Sequence[Path]) -> subprocess.Popen[bytes]:
-        return self.procs.spawn([*bootwatch_cmd(), "watch", "--each", *self.sources(paths), "--json",
-                                 "--timeout", WATCH_TIMEOUT], stdout=workdir / "watch.jsonl",
-                                stderr=workdir / "watch.err")
+        return self.procs.spawn(
+            [*bootwatch_cmd(), "watch", "--each", *self.sources(paths), "--json", "--timeout", WATCH_TIMEOUT],
+            stdout=workdir / "watch.jsonl",
+            stderr=workdir / "watch.err",
+        )
 
     def wait_following(self, bw: subprocess.Popen[bytes], workdir: Path, n: int) -> float:
         """Seconds until the remote `tail` of every replica in `workdir` runs."""
         start, marker = time.time(), f"{workdir}/"
         while len(self.sshd.tails(marker)) < n:
             if bw.poll() is not None:
-                raise RuntimeError(f"bootwatch exited ({bw.returncode}) before following its sources: "
-                                   f"{(workdir / 'watch.err').read_text().strip()[-500:]}")
+                raise RuntimeError(
+                    f"bootwatch exited ({bw.returncode}) before following its sources: "
+                    f"{(workdir / 'watch.err').read_text().strip()[-500:]}"
+                )
             if time.time() - start > CONNECT_WAIT_S:
                 tree = [f"{c.pid} {' '.join(c.cmdline())[:80]}" for c in psutil.Process(bw.pid).children()]
-                raise RuntimeError(f"bootwatch did not follow all {n} sources within {CONNECT_WAIT_S:.0f} s "
-                                   f"({len(self.sshd.tails(marker))} followed); its children: {tree}; sshd.log ends: "
-                                   f"{self.sshd.log.read_text()[-800:]}")
+                raise RuntimeError(
+                    f"bootwatch did not follow all {n} sources within {CONNECT_WAIT_S:.0f} s "
+                    f"({len(self.sshd.tails(marker))} followed); its children: {tree}; sshd.log ends: "
+                    f"{self.sshd.log.read_text()[-800:]}"
+                )
             time.sleep(0.02)
         return time.time() - start
 
@@ -460,9 +471,20 @@ class Bench:
         listener0, log0 = total_cpu(self.sshd.proc), self.sshd.log_size()
         bw = self.start_watch(workdir, paths)
         connect_s = self.wait_following(bw, workdir, n)
-        writer = self.procs.spawn([sys.executable, str(Path(__file__).resolve()), "_writer", "--log",
-                                   str(self.src_log), "--stamp", str(stamp), "--seed",
-                                   str(self.rng.randrange(1 << 30)), *map(str, paths)])
+        writer = self.procs.spawn(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "_writer",
+                "--log",
+                str(self.src_log),
+                "--stamp",
+                str(stamp),
+                "--seed",
+                str(self.rng.randrange(1 << 30)),
+                *map(str, paths),
+            ]
+        )
         exited = wait_exit(bw, EXIT_WAIT_S)
         if exited is None:
             raise RuntimeError(f"{label}: bootwatch did not exit within {EXIT_WAIT_S:.0f} s")
@@ -479,13 +501,22 @@ class Bench:
         last_ready = max(written.values())
         if exited < last_ready:
             raise RuntimeError(f"{label}: bootwatch exited before the last ready line was written")
-        return Trial(lag_s=exited - last_ready, transport_s=max(seen[i] - written[i] for i in range(n)),
-                     verdict_s=summary_t - max(seen), exit_s=exited - summary_t, connect_s=connect_s, bootwatch_cpu=own,
-                     ssh_cpu=reaped_kids + sum(o.cpu_s for o in orphans if o.name == "ssh"),
-                     sshd_cpu=sshd_cpu + sum(o.cpu_s for o in orphans if o.name != "ssh"),
-                     connections=connections, dropped=dropped, lingering_tails=lingering,
-                     orphaned_ssh=sum(o.name == "ssh" for o in orphans),
-                     orphaned_tails=sum(o.name == "tail" for o in orphans), stderr=stderr)
+        return Trial(
+            lag_s=exited - last_ready,
+            transport_s=max(seen[i] - written[i] for i in range(n)),
+            verdict_s=summary_t - max(seen),
+            exit_s=exited - summary_t,
+            connect_s=connect_s,
+            bootwatch_cpu=own,
+            ssh_cpu=reaped_kids + sum(o.cpu_s for o in orphans if o.name == "ssh"),
+            sshd_cpu=sshd_cpu + sum(o.cpu_s for o in orphans if o.name != "ssh"),
+            connections=connections,
+            dropped=dropped,
+            lingering_tails=lingering,
+            orphaned_ssh=sum(o.name == "ssh" for o in orphans),
+            orphaned_tails=sum(o.name == "tail" for o in orphans),
+            stderr=stderr,
+        )
 
     def idle(self, n: int, seconds: float) -> Idle:
         prefix, _ = split_log(self.src_log)
@@ -516,8 +547,10 @@ class Bench:
     def cpu_snapshot(self, bw: psutil.Process) -> dict[str, dict[int, float]]:
         """Own CPU of every live process, by side: bootwatch, its ssh clients, the sshd listener and below it."""
         snap: dict[str, dict[int, float]] = {"bootwatch": {bw.pid: own_cpu(bw)}, "ssh": {}, "sshd": {}}
-        for kind, procs in (("ssh", bw.children(recursive=True)),
-                            ("sshd", [self.sshd.proc, *self.sshd.proc.children(recursive=True)])):
+        for kind, procs in (
+            ("ssh", bw.children(recursive=True)),
+            ("sshd", [self.sshd.proc, *self.sshd.proc.children(recursive=True)]),
+        ):
             for p in procs:
                 with contextlib.suppress(psutil.Error):
                     snap[kind][p.pid] = own_cpu(p)
@@ -527,8 +560,7 @@ class Bench:
 def is_tail_of(p: psutil.Process, marker: str) -> bool:
     """A live remote `tail` following one of our replicas."""
     try:
-        return (p.status() != psutil.STATUS_ZOMBIE and p.name() == "tail"
-                and any(marker in a for a in p.cmdline()))
+        return p.status() != psutil.STATUS_ZOMBIE and p.name() == "tail" and any(marker in a for a in p.cmdline())
     except psutil.Error:
         return False
 
@@ -555,8 +587,10 @@ def ready_events(jsonl: Path, code: int | None, n: int, stderr: Sequence[str]) -
     servers = summary.get("servers") or []
     ready = sum(1 for s in servers if s.get("verdict") == "ready")
     if code != 0 or summary.get("event") != "summary" or summary.get("verdict") != "ready" or ready != n:
-        raise RuntimeError(f"bootwatch exit {code}, verdict {summary.get('verdict')!r}, {ready}/{n} servers ready; "
-                           f"stderr: {' | '.join(stderr)[-500:]}")
+        raise RuntimeError(
+            f"bootwatch exit {code}, verdict {summary.get('verdict')!r}, {ready}/{n} servers ready; "
+            f"stderr: {' | '.join(stderr)[-500:]}"
+        )
     order = {s["node"]: i for i, s in enumerate(servers)}  # the servers come in the order of the SOURCEs
     seen: dict[int, float] = {}
     for ev in events:
@@ -574,8 +608,11 @@ def render(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for k, r in enumerate(rows):
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths,
-                                                                                              strict=True))).rstrip())
+        out.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
         if k == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
@@ -590,20 +627,32 @@ def table(counts: Sequence[int], trials: dict[int, list[Trial]], idle: dict[int,
 
     n_trials = len(trials[counts[0]])
     row(f"ready lag, p50 / max ({n_trials} trials)", (p50_max([t.lag_s for t in trials[n]]) for n in counts))
-    row("  ready line written -> bootwatch has it, worst source",
-        (p50_max([t.transport_s for t in trials[n]]) for n in counts))
-    row("  bootwatch has the last one -> prints its summary",
-        (p50_max([t.verdict_s for t in trials[n]]) for n in counts))
+    row(
+        "  ready line written -> bootwatch has it, worst source",
+        (p50_max([t.transport_s for t in trials[n]]) for n in counts),
+    )
+    row(
+        "  bootwatch has the last one -> prints its summary",
+        (p50_max([t.verdict_s for t in trials[n]]) for n in counts),
+    )
     row("  summary printed -> bootwatch exits", (p50_max([t.exit_s for t in trials[n]]) for n in counts))
-    row("connect: spawn -> every remote tail runs, p50 / max",
-        (p50_max([t.connect_s for t in trials[n]]) for n in counts))
-    row("ssh connections accepted (+ dropped past MaxStartups), max",
-        (f"{max(t.connections for t in trials[n])} (+{max(t.dropped for t in trials[n])})" for n in counts))
+    row(
+        "connect: spawn -> every remote tail runs, p50 / max",
+        (p50_max([t.connect_s for t in trials[n]]) for n in counts),
+    )
+    row(
+        "ssh connections accepted (+ dropped past MaxStartups), max",
+        (f"{max(t.connections for t in trials[n])} (+{max(t.dropped for t in trials[n])})" for n in counts),
+    )
     for label, attr in (("bootwatch", "bootwatch_cpu"), ("ssh clients", "ssh_cpu"), ("sshd side", "sshd_cpu")):
-        row(f"CPU per watch, {label}, p50 / max", (p50_max([getattr(t, attr) for t in trials[n]], "cpu")
-                                                   for n in counts))
-        row(f"  per source, {label}, p50", (fmt_cpu(statistics.median([getattr(t, attr) / n for t in trials[n]]))
-                                            for n in counts))
+        row(
+            f"CPU per watch, {label}, p50 / max",
+            (p50_max([getattr(t, attr) for t in trials[n]], "cpu") for n in counts),
+        )
+        row(
+            f"  per source, {label}, p50",
+            (fmt_cpu(statistics.median([getattr(t, attr) / n for t in trials[n]])) for n in counts),
+        )
     for label, attr in (("bootwatch", "bootwatch_pct"), ("ssh clients", "ssh_pct"), ("sshd side", "sshd_pct")):
         span = idle[counts[0]].seconds
         row(f"idle {span:.0f} s, {label}, % of a core", (f"{getattr(idle[n], attr):.2f} %" for n in counts))
@@ -617,16 +666,22 @@ def notes(counts: Sequence[int], trials: dict[int, list[Trial]], idle: dict[int,
         err = [line for t in trials[n] for line in t.stderr]
         if err:
             kinds = sorted({line[:90] for line in err})
-            out.append(f"{n} source(s): bootwatch wrote {len(err)} stderr line(s) over {len(trials[n])} watches "
-                       f"despite exit 0, e.g.: {' | '.join(kinds[:3])}")
+            out.append(
+                f"{n} source(s): bootwatch wrote {len(err)} stderr line(s) over {len(trials[n])} watches "
+                f"despite exit 0, e.g.: {' | '.join(kinds[:3])}"
+            )
         orphaned = sum(t.orphaned_ssh for t in trials[n])
         if orphaned:
-            out.append(f"{n} source(s): {orphaned} ssh client(s) over {len(trials[n])} watches were left unreaped "
-                       "by bootwatch when it exited (reaped here)")
+            out.append(
+                f"{n} source(s): {orphaned} ssh client(s) over {len(trials[n])} watches were left unreaped "
+                "by bootwatch when it exited (reaped here)"
+            )
         tails, lingering = sum(t.orphaned_tails for t in trials[n]), sum(t.lingering_tails for t in trials[n])
         if tails:
-            out.append(f"{n} source(s): {tails} remote tail(s) over {len(trials[n])} watches outlived their sshd "
-                       f"session (orphaned); {lingering} of them still ran 2 s after it and were killed")
+            out.append(
+                f"{n} source(s): {tails} remote tail(s) over {len(trials[n])} watches outlived their sshd "
+                f"session (orphaned); {lingering} of them still ran 2 s after it and were killed"
+            )
         if not idle[n].stable:
             out.append(f"{n} source(s): the processes changed during the idle window (a reconnection?)")
     return out
@@ -658,9 +713,11 @@ def run(a: argparse.Namespace) -> tuple[list[int], dict[int, list[Trial]], dict[
             for n in counts:
                 t = bench.ready_trial(n, f"ready-{n}-{i}")
                 trials[n].append(t)
-                progress(f"{n} source(s), trial {i + 1}/{a.trials}: lag {fmt_s(t.lag_s)}, connect "
-                         f"{fmt_s(t.connect_s)}, CPU bootwatch {fmt_cpu(t.bootwatch_cpu)} ssh {fmt_cpu(t.ssh_cpu)} "
-                         f"sshd {fmt_cpu(t.sshd_cpu)}, {t.connections} connections")
+                progress(
+                    f"{n} source(s), trial {i + 1}/{a.trials}: lag {fmt_s(t.lag_s)}, connect "
+                    f"{fmt_s(t.connect_s)}, CPU bootwatch {fmt_cpu(t.bootwatch_cpu)} ssh {fmt_cpu(t.ssh_cpu)} "
+                    f"sshd {fmt_cpu(t.sshd_cpu)}, {t.connections} connections"
+                )
         for n in counts:
             idle[n] = bench.idle(n, a.idle)
             progress(f"{n} source(s) idle: bootwatch {idle[n].bootwatch_pct:.2f} % of a core")
@@ -698,13 +755,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C unwinds too, even if started with it ignored
     started, load_before = time.time(), os.getloadavg()[0]
     counts, trials, idle, left = run(a)
-    print(f"bootwatch ssh sources: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
-          f"{platform.system()} {platform.release()}, Python {platform.python_version()}, {ssh_version()}; "
-          f"1-min load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; {time.time() - started:.0f} s")
-    print(f"each source: ssh://{ALIAS}/<tmp>/replicaN.log on a local OpenSSH sshd (scripts/sshd-test-server), "
-          f"`bootwatch watch --each SOURCE... --json --timeout {WATCH_TIMEOUT}`; the writer replays {READY_LOG} "
-          "into every replica, then each ready line 0.2-1.0 s later; lag = bootwatch exit - the LAST ready-line "
-          "write. CPU = user+sys over the whole watch (connection set-up included), exact (rusage via subreaper).")
+    print(
+        f"bootwatch ssh sources: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}, {ssh_version()}; "
+        f"1-min load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; {time.time() - started:.0f} s"
+    )
+    print(
+        f"each source: ssh://{ALIAS}/<tmp>/replicaN.log on a local OpenSSH sshd (scripts/sshd-test-server), "
+        f"`bootwatch watch --each SOURCE... --json --timeout {WATCH_TIMEOUT}`; the writer replays {READY_LOG} "
+        "into every replica, then each ready line 0.2-1.0 s later; lag = bootwatch exit - the LAST ready-line "
+        "write. CPU = user+sys over the whole watch (connection set-up included), exact (rusage via subreaper)."
+    )
     print()
     print(render(table(counts, trials, idle)))
     for line in notes(counts, trials, idle):

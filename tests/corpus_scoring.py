@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bootwatch.pipeline import analyze_path
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi
+from bootwatch.pipeline import analyze_path
 
 # The shell loop bootwatch replaces (the brief's seed): ready on "fired up", failed on any of these words.
 _GREP_READY = re.compile(r"fired up")
@@ -44,9 +44,11 @@ class Judgement:
 
     def why(self) -> str:
         f, r = self.got.get("failure") or {}, self.got.get("ready") or {}
-        return (f"want {self.want['outcome']} got {self.got['verdict']} (engine {self.got['engine']}); "
-                f"failure={f.get('line_no')}:{str(f.get('text'))[:100]!r} ready={r.get('line_no')}:"
-                f"{str(r.get('text'))[:60]!r}; want cause={str(self.want.get('root_cause_line'))[:100]!r}")
+        return (
+            f"want {self.want['outcome']} got {self.got['verdict']} (engine {self.got['engine']}); "
+            f"failure={f.get('line_no')}:{str(f.get('text'))[:100]!r} ready={r.get('line_no')}:"
+            f"{str(r.get('text'))[:60]!r}; want cause={str(self.want.get('root_cause_line'))[:100]!r}"
+        )
 
 
 def grep_loop_verdict(log: Path) -> str:
@@ -67,17 +69,22 @@ def judge(label: Path) -> Judgement:
     cause_ok = ready_ok = None
     if want["outcome"] == "failed":
         f = got.get("failure")
-        cause_ok = bool(f) and message(f["text"]) == message(want["root_cause_line"]) and (
-            f["line_no"] is not None and f["text"] in lines[f["line_no"] - 1])
+        cause_ok = (
+            bool(f)
+            and message(f["text"]) == message(want["root_cause_line"])
+            and (f["line_no"] is not None and f["text"] in lines[f["line_no"] - 1])
+        )
     elif got.get("failure") is not None:
         verdict_ok = False
     if want["outcome"] == "ready":
         r = got.get("ready")
-        ready_ok = bool(r) and r["text"] == message(want["ready_line"]) and (
-            lines[r["line_no"] - 1].rstrip("\r") == want["ready_line"].rstrip("\r"))
+        ready_ok = (
+            bool(r)
+            and r["text"] == message(want["ready_line"])
+            and (lines[r["line_no"] - 1].rstrip("\r") == want["ready_line"].rstrip("\r"))
+        )
     elif got.get("ready") is not None:
         verdict_ok = False
     # A generic FastAPI/uvicorn server (corpus folder uvicorn/) is what bootwatch calls "unknown".
     engine_ok = got["engine"] == want["engine"] or (want["engine"] == "uvicorn" and got["engine"] == "unknown")
-    return Judgement(label, want, got, verdict_ok, cause_ok, ready_ok, engine_ok,
-                     grep_loop_verdict(log))
+    return Judgement(label, want, got, verdict_ok, cause_ok, ready_ok, engine_ok, grep_loop_verdict(log))

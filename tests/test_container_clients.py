@@ -19,8 +19,18 @@ def test_docker_command_lines() -> None:
 
 def test_kubectl_command_lines() -> None:
     c = client_for(parse_source("k8s://inference/sglang-0/server"))
-    assert c.logs_argv("T") == ["kubectl", "logs", "-f", "--timestamps", "-n", "inference", "--since-time=T",
-                                "sglang-0", "-c", "server"]
+    assert c.logs_argv("T") == [
+        "kubectl",
+        "logs",
+        "-f",
+        "--timestamps",
+        "-n",
+        "inference",
+        "--since-time=T",
+        "sglang-0",
+        "-c",
+        "server",
+    ]
     assert c.state_argv() == ["kubectl", "get", "pod", "-n", "inference", "sglang-0", "-o", "json"]
     bare = client_for(parse_source("k8s://vllm-0"))
     assert bare.logs_argv(None) == ["kubectl", "logs", "-f", "--timestamps", "vllm-0"]
@@ -57,8 +67,12 @@ def pod(*statuses: dict) -> str:
 def test_kubectl_reads_the_named_container_and_its_last_run() -> None:
     c = KubectlClient("sglang-0", "inference", "server")
     side = {"name": "sidecar", "restartCount": 5, "state": {"terminated": {"exitCode": 1}}}
-    server = {"name": "server", "restartCount": 1, "state": {"running": {}},
-              "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+    server = {
+        "name": "server",
+        "restartCount": 1,
+        "state": {"running": {}},
+        "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+    }
     assert c.read_state(pod(side, server), 1).death is None  # the restart was before we looked
     st = c.read_state(pod(side, server), 0)
     assert st.running and st.restarts == 1 and st.death is not None

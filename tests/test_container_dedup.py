@@ -23,8 +23,14 @@ def stream(lines: list[bytes]) -> bytes:
 
 
 # Several lines share a stamp, one of them twice: the repeats a resume from a stamp gives back.
-LOG = [stamped(T0, "start"), stamped(T0, "loading"), stamped(T1, "shard 1/2"), stamped(T1, "shard 1/2"),
-       stamped(T1, "shard 2/2"), stamped(T2, "ready")]
+LOG = [
+    stamped(T0, "start"),
+    stamped(T0, "loading"),
+    stamped(T1, "shard 1/2"),
+    stamped(T1, "shard 1/2"),
+    stamped(T1, "shard 2/2"),
+    stamped(T2, "ready"),
+]
 MESSAGES = b"".join(line.partition(b" ")[2] for line in LOG)
 
 

@@ -27,8 +27,10 @@ def fake_cli(tmp_path: Path):
     script = ROOT / "tests" / "helpers" / "fake_container_cli.py"
     for tool in ("docker", "kubectl"):
         exe = bin_dir / tool
-        exe.write_text(f"#!{sys.executable}\nimport os, runpy\nos.environ['FAKE_CLI_TOOL'] = {tool!r}\n"
-                       f"runpy.run_path({str(script)!r}, run_name='__main__')\n")
+        exe.write_text(
+            f"#!{sys.executable}\nimport os, runpy\nos.environ['FAKE_CLI_TOOL'] = {tool!r}\n"
+            f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
+        )
         exe.chmod(0o755)
 
     def configure(log: Path, scenario: str, split: int = 10**9) -> dict[str, str]:
@@ -40,8 +42,13 @@ def fake_cli(tmp_path: Path):
 
 
 def bw(env: dict[str, str], *args: str) -> tuple[int, dict, list[dict]]:
-    p = subprocess.run([sys.executable, "-m", "bootwatch", *args, "--json", "--timeout", "60"], capture_output=True,
-                       text=True, timeout=120, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "bootwatch", *args, "--json", "--timeout", "60"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert "Traceback" not in p.stderr, p.stderr
     events = [json.loads(x) for x in p.stdout.splitlines()]
     return p.returncode, events[-1], events
@@ -83,6 +90,7 @@ def test_k8s_ready(fake_cli) -> None:
 
 def test_missing_client_is_a_usage_error(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}
-    p = subprocess.run([sys.executable, "-m", "bootwatch", "watch", "docker://x"], capture_output=True, text=True,
-                       env=env, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "bootwatch", "watch", "docker://x"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert p.returncode == 2 and "docker" in p.stderr and "Traceback" not in p.stderr

@@ -14,22 +14,15 @@ from .conftest import corpus_labels
 from .corpus_scoring import judge
 
 KNOWN_MISSES = {
-    "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing":
-        "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
-    "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment":
-        "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
-    "tgi/v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill":
-        "a traceback the shard only warned with is taken over the later unexplained SIGKILL",
-    "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line":
-        "readiness is announced only by the user's own wrapper script",
+    "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
+    "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
+    "tgi/v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill": "a traceback the shard only warned with is taken over the later unexplained SIGKILL",
+    "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
 }
 KNOWN_ENGINE_MISSES = {
-    "llamacpp/b3581-metal-macos-old-format-log-elided-during-load":
-        "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
-    "lmdeploy/v0.12.3-docker-reasoning-parser-glm47-valueerror-nccl-interleaved":
-        "nothing in the excerpt names LMDeploy (a CLI error and NCCL lines)",
-    "sglang/v0.5.6-killed-right-after-launch-single-jit-line":
-        "a single JIT line before the kill names no engine",
+    "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
+    "lmdeploy/v0.12.3-docker-reasoning-parser-glm47-valueerror-nccl-interleaved": "nothing in the excerpt names LMDeploy (a CLI error and NCCL lines)",
+    "sglang/v0.5.6-killed-right-after-launch-single-jit-line": "a single JIT line before the kill names no engine",
 }
 
 
@@ -38,8 +31,12 @@ def _name(p: Path) -> str:
 
 
 def _params(known: dict[str, str]) -> list:
-    return [pytest.param(p, id=_name(p), marks=[pytest.mark.xfail(strict=True, reason=known[_name(p)])]
-                         if _name(p) in known else []) for p in corpus_labels()]
+    return [
+        pytest.param(
+            p, id=_name(p), marks=[pytest.mark.xfail(strict=True, reason=known[_name(p)])] if _name(p) in known else []
+        )
+        for p in corpus_labels()
+    ]
 
 
 @pytest.mark.parametrize("label", _params(KNOWN_MISSES))

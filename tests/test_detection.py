@@ -61,7 +61,9 @@ def test_known_engine_evidence_overrules_generic_readiness(tmp_path: Path) -> No
 
 
 def test_one_vllm_path_in_an_sglang_log_does_not_make_it_vllm(tmp_path: Path) -> None:
-    text = ("[2025-05-01 05:11:17] server_args=ServerArgs(model_path='m')\n"
-            '  File "/usr/lib/python3/site-packages/vllm/model_executor/layers/x.py", line 3, in f\n'
-            "[2025-05-01 05:11:19] Load weight begin. avail mem=78.58 GB\n")
+    text = (
+        "[2025-05-01 05:11:17] server_args=ServerArgs(model_path='m')\n"
+        '  File "/usr/lib/python3/site-packages/vllm/model_executor/layers/x.py", line 3, in f\n'
+        "[2025-05-01 05:11:19] Load weight begin. avail mem=78.58 GB\n"
+    )
     assert report(tmp_path, text)["engine"] == "sglang"

@@ -57,13 +57,18 @@ def test_a_bare_url_asks_the_engines_own_health_path() -> None:
 
 def test_a_users_engine_can_be_forced_with_engine(tmp_path: Path) -> None:
     rules = tmp_path / "mine.toml"
-    rules.write_text('engine = "mine"\ndisplay = "My Server"\n[[ready]]\npattern = \'^all systems go$\'\n'
-                     'example = "all systems go"\n')
+    rules.write_text(
+        'engine = "mine"\ndisplay = "My Server"\n[[ready]]\npattern = \'^all systems go$\'\n'
+        'example = "all systems go"\n'
+    )
     log = tmp_path / "s.log"
     log.write_text("booting\nall systems go\n")
     cmd = [sys.executable, "-m", "bootwatch", "report", "--json", "--rules", str(rules)]
-    s = json.loads(subprocess.run([*cmd, "--engine", "mine", str(log)], capture_output=True, text=True,
-                                  timeout=60, check=True).stdout)
+    s = json.loads(
+        subprocess.run(
+            [*cmd, "--engine", "mine", str(log)], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+    )
     assert s["engine"] == "mine" and s["verdict"] == "ready" and s["engine_display"] == "My Server"
     bad = subprocess.run([*cmd, "--engine", "theirs", str(log)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown engine 'theirs'" in bad.stderr and "mine" in bad.stderr

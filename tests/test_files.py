@@ -50,7 +50,7 @@ class Reader:
         """No line arrives within `wait_s` (what was read is all there is)."""
         task = asyncio.ensure_future(anext(self.chunks))
         done, _ = await asyncio.wait({task}, timeout=wait_s)
-        assert not done and not self.pending, (task.result() if done else self.pending)
+        assert not done and not self.pending, task.result() if done else self.pending
         task.cancel()
         # A cancelled __anext__ finishes the generator: a new one would start the file again.
         self.chunks = self.follower.chunks()
@@ -166,8 +166,12 @@ async def test_a_fifo_is_followed_as_a_stream_across_writers(tmp_path: Path) -> 
     r = Reader(fifo)
     try:
         first = _write_fifo(fifo, numbered("writer one", 3) + b"no newline at the close")
-        assert await r.lines(4) == [b"writer one line 1", b"writer one line 2", b"writer one line 3",
-                                    b"no newline at the close"]
+        assert await r.lines(4) == [
+            b"writer one line 1",
+            b"writer one line 2",
+            b"writer one line 3",
+            b"no newline at the close",
+        ]
         first.join(WAIT_S)
         second = _write_fifo(fifo, numbered("writer two", 2))  # tail -F: the next writer is read too
         assert await r.lines(2) == [b"writer two line 1", b"writer two line 2"]
@@ -245,8 +249,12 @@ def test_report_reads_a_fifo_to_its_writers_close(tmp_path: Path) -> None:
 def test_watch_follows_a_fifo(tmp_path: Path) -> None:
     fifo = tmp_path / "server.fifo"
     os.mkfifo(fifo)
-    watcher = subprocess.Popen([*BOOTWATCH, "watch", str(fifo), "--json", "--timeout", "30s"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [*BOOTWATCH, "watch", str(fifo), "--json", "--timeout", "30s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         writer = _write_fifo(fifo, READY_VLLM.read_bytes())
         out, err = watcher.communicate(timeout=60)
@@ -259,8 +267,12 @@ def test_watch_follows_a_fifo(tmp_path: Path) -> None:
 
 def test_watch_says_at_once_that_it_waits_for_a_missing_file(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    watcher = subprocess.Popen([*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30s"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert watcher.stdout is not None
         first = json.loads(watcher.stdout.readline())  # long before the 30 s timeout
@@ -283,8 +295,12 @@ def test_watch_sees_the_new_launch_in_a_log_rewritten_past_its_old_size(tmp_path
     second = FAILED_SGLANG.read_bytes()
     assert len(second) > len(first)
     log.write_bytes(first)
-    watcher = subprocess.Popen([*BOOTWATCH, "watch", str(log), "--json", "--timeout", "40s", "--stall", "30s"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [*BOOTWATCH, "watch", str(log), "--json", "--timeout", "40s", "--stall", "30s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(1.5)  # let it catch up and follow; it also works if it sees the truncation on its way
         with log.open("r+b") as f:

@@ -69,15 +69,21 @@ def write_summary(tmp_path: Path, summary: dict[str, Any], name: str = "summary.
     return p
 
 
-def record_in_process(home: Path, summary_file: Path, source: str = "/var/log/server.log",
-                      preexec: Any = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", RECORD, str(summary_file), source], env=env_for(home),
-                          capture_output=True, text=True, timeout=60, preexec_fn=preexec)
+def record_in_process(
+    home: Path, summary_file: Path, source: str = "/var/log/server.log", preexec: Any = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", RECORD, str(summary_file), source],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=preexec,
+    )
 
 
 def history_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*BOOTWATCH, "history", *args], env=env_for(home), capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([*BOOTWATCH, "history", *args], env=env_for(home), capture_output=True, text=True, timeout=60)
 
 
 def history_json(home: Path, *args: str) -> list[dict[str, Any]]:
@@ -91,14 +97,31 @@ def rows(home: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, 
         return db.execute(sql, params).fetchall()
 
 
-def startup(engine: str = "sglang", model: str | None = "org/model-a", args: dict[str, Any] | None = None,
-            verdict: str = "ready", host: str = "gpu1", load_s: float = 30.0) -> StoredStartup:
+def startup(
+    engine: str = "sglang",
+    model: str | None = "org/model-a",
+    args: dict[str, Any] | None = None,
+    verdict: str = "ready",
+    host: str = "gpu1",
+    load_s: float = 30.0,
+) -> StoredStartup:
     return StoredStartup(
-        started_at=1000.0, ended_at=1100.0, host=host, source=f"ssh://{host}/var/log/s.log", command=Command.WATCH,
-        engine=engine, verdict=verdict, model=model, args=key_args(args or {"tp_size": 1}),
+        started_at=1000.0,
+        ended_at=1100.0,
+        host=host,
+        source=f"ssh://{host}/var/log/s.log",
+        command=Command.WATCH,
+        engine=engine,
+        verdict=verdict,
+        model=model,
+        args=key_args(args or {"tp_size": 1}),
         time_to_ready_s=load_s + 10 if verdict == "ready" else None,
-        phases=(StoredPhase("start", False, 0.0, 10.0), StoredPhase("load_weights", False, 10.0, load_s, 1.0),
-                StoredPhase("ready", False, 10.0 + load_s, 0.0, 1.0)))
+        phases=(
+            StoredPhase("start", False, 0.0, 10.0),
+            StoredPhase("load_weights", False, 10.0, load_s, 1.0),
+            StoredPhase("ready", False, 10.0 + load_s, 0.0, 1.0),
+        ),
+    )
 
 
 # ---- the file ------------------------------------------------------------------------------------------------
@@ -125,16 +148,21 @@ def test_one_row_per_startup_with_its_phases(tmp_path: Path) -> None:
     summary = summary_of(READY_LOG)
     p = record_in_process(home, write_summary(tmp_path, summary), source="ssh://ops@gpu7/var/log/sglang.log")
     assert p.returncode == 0, p.stderr
-    (row,) = rows(home, "SELECT id, host, command, engine, model, args, verdict, time_to_ready_s, ready_line_no "
-                        "FROM startups")
+    (row,) = rows(
+        home, "SELECT id, host, command, engine, model, args, verdict, time_to_ready_s, ready_line_no FROM startups"
+    )
     sid, host, command, engine, model, args, verdict, to_ready, ready_line = row
     assert (host, command, engine, verdict) == ("gpu7", "watch", "sglang", "ready")
     assert model == summary["facts"]["model"] and ready_line == summary["ready"]["line_no"]
     assert json.loads(args)["tp_size"] == 1 and json.loads(args)["speculative_algorithm"] == "EAGLE"
-    phases = rows(home, "SELECT seq, name, draft, start_offset_s, duration_s FROM phases WHERE startup_id = ? "
-                        "ORDER BY seq", (sid,))
+    phases = rows(
+        home,
+        "SELECT seq, name, draft, start_offset_s, duration_s FROM phases WHERE startup_id = ? ORDER BY seq",
+        (sid,),
+    )
     assert [(name, bool(draft)) for _, name, draft, _, _ in phases] == [
-        (ph["name"], bool(ph.get("draft"))) for ph in summary["phases"]]
+        (ph["name"], bool(ph.get("draft"))) for ph in summary["phases"]
+    ]
     assert [d for *_, d in phases] == [ph["duration_s"] for ph in summary["phases"]]
     # Phases follow one another: the ready phase starts where the time to ready ends.
     assert phases[-1][1] == "ready" and phases[-1][3] == to_ready == sum(ph[4] for ph in phases[:-1])
@@ -165,9 +193,16 @@ def test_history_of_nothing_and_bad_limit(tmp_path: Path) -> None:
 def record_at_once(home: Path, summary_file: Path, barrier: Path, sources: list[str]) -> list[str]:
     """Start one recording process per source, let them all write at the same moment; their stderr."""
     barrier.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", RECORD, str(summary_file), source, str(barrier)],
-                              env=env_for(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for source in sources]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RECORD, str(summary_file), source, str(barrier)],
+            env=env_for(home),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for source in sources
+    ]
     deadline = time.monotonic() + 60
     while len(list(barrier.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -187,8 +222,19 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     an old history.jsonl, which must happen exactly once."""
     home = tmp_path / "home"
     home.mkdir()
-    legacy = [{"time": 1000.0 + i, "command": "run", "source": f"legacy-{i}", "verdict": "ready", "engine": "vllm",
-               "model": "m", "elapsed_s": 5.0, "phases": {"load_weights": 3.0}} for i in range(3)]
+    legacy = [
+        {
+            "time": 1000.0 + i,
+            "command": "run",
+            "source": f"legacy-{i}",
+            "verdict": "ready",
+            "engine": "vllm",
+            "model": "m",
+            "elapsed_s": 5.0,
+            "phases": {"load_weights": 3.0},
+        }
+        for i in range(3)
+    ]
     (home / "history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in legacy))
     summary_file = write_summary(tmp_path, summary_of(READY_LOG))
     expected = {f"legacy-{i}" for i in range(3)}
@@ -278,6 +324,7 @@ def _file_size_limit(limit: int) -> Any:
 
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
@@ -309,21 +356,41 @@ def test_a_store_from_a_newer_bootwatch_is_left_alone(tmp_path: Path) -> None:
 def test_old_jsonl_is_imported_once_skipping_bad_lines(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    good = [{"time": 1700000000.0 + i, "command": "watch", "source": f"/logs/{i}.log", "verdict": v,
-             "engine": "sglang", "engine_version": None, "model": "qwen/qwen2.5-0.5b-instruct", "elapsed_s": 40.0,
-             "phases": {"load_weights": 12.0, "cuda_graph_draft": 3.0}, "failure": f if v == "failed" else None,
-             "warnings": []}
-            for i, (v, f) in enumerate([("ready", None), ("failed", f"OSError: 401 for token {HF_TOKEN}")])]
-    lines = [json.dumps(good[0]).encode(), b"\xff\xfe not utf-8", b"[1, 2, 3]", b'"a string"', b"{\"time\": ",
-             json.dumps({"command": "watch"}).encode(), json.dumps(good[1]).encode()[:40], b"",
-             json.dumps(good[1]).encode()]
+    good = [
+        {
+            "time": 1700000000.0 + i,
+            "command": "watch",
+            "source": f"/logs/{i}.log",
+            "verdict": v,
+            "engine": "sglang",
+            "engine_version": None,
+            "model": "qwen/qwen2.5-0.5b-instruct",
+            "elapsed_s": 40.0,
+            "phases": {"load_weights": 12.0, "cuda_graph_draft": 3.0},
+            "failure": f if v == "failed" else None,
+            "warnings": [],
+        }
+        for i, (v, f) in enumerate([("ready", None), ("failed", f"OSError: 401 for token {HF_TOKEN}")])
+    ]
+    lines = [
+        json.dumps(good[0]).encode(),
+        b"\xff\xfe not utf-8",
+        b"[1, 2, 3]",
+        b'"a string"',
+        b'{"time": ',
+        json.dumps({"command": "watch"}).encode(),
+        json.dumps(good[1]).encode()[:40],
+        b"",
+        json.dumps(good[1]).encode(),
+    ]
     (home / "history.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     (home / "history.jsonl").chmod(0o644)
     entries = history_json(home)
     assert [(e["source"], e["verdict"]) for e in entries] == [("/logs/0.log", "ready"), ("/logs/1.log", "failed")]
     assert entries[0]["phases"] == [
         {"name": "load_weights", "draft": False, "start_offset_s": None, "duration_s": 12.0, "progress": None},
-        {"name": "cuda_graph", "draft": True, "start_offset_s": None, "duration_s": 3.0, "progress": None}]
+        {"name": "cuda_graph", "draft": True, "start_offset_s": None, "duration_s": 3.0, "progress": None},
+    ]
     assert entries[1]["root_cause"] == "OSError: 401 for token hf_***"
     assert not (home / "history.jsonl").exists()
     assert stat.S_IMODE((home / "history.jsonl.imported").stat().st_mode) == 0o600  # it still holds the token
@@ -333,8 +400,12 @@ def test_old_jsonl_is_imported_once_skipping_bad_lines(tmp_path: Path) -> None:
 # ---- what is stored ------------------------------------------------------------------------------------------
 def test_secrets_never_reach_the_file(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    failure = {"line_no": 3, "text": f"OSError: 401 Client Error for hf token {HF_TOKEN} and key {SK_KEY}",
-               "category": "auth", "context": []}
+    failure = {
+        "line_no": 3,
+        "text": f"OSError: 401 Client Error for hf token {HF_TOKEN} and key {SK_KEY}",
+        "category": "auth",
+        "context": [],
+    }
     summary = summary_of(FAILED_LOG, failure=failure)
     summary["facts"]["model"] = f"https://user:{SK_KEY}@example.com/model"
     p = record_in_process(home, write_summary(tmp_path, summary), source=f"/logs/run --api-key {SK_KEY}.log")
@@ -367,8 +438,15 @@ def test_rows_are_bounded_in_number_and_size(tmp_path: Path) -> None:
         # The pruned startups' phases went with them, in the same transaction.
         assert store.db.execute("SELECT min(startup_id), count(*) FROM phases").fetchone() == (ids[10], 60)
     assert KEEP >= 1000
-    huge = summary_of(FAILED_LOG, failure={"line_no": 1, "text": "RuntimeError: " + "x" * 500_000,
-                                           "category": "other", "context": ["y" * 100_000] * 5})
+    huge = summary_of(
+        FAILED_LOG,
+        failure={
+            "line_no": 1,
+            "text": "RuntimeError: " + "x" * 500_000,
+            "category": "other",
+            "context": ["y" * 100_000] * 5,
+        },
+    )
     huge["facts"]["model"] = "m" * 100_000
     s = startup_from_summary(huge, "/logs/" + "z" * 100_000, "run", time.time())
     assert s.root_cause is not None and len(s.root_cause) == ROOT_CAUSE_CAP and s.root_cause.endswith("…")

@@ -21,8 +21,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def chromium() -> str:
-    p = subprocess.run(["bash", str(ROOT / "scripts" / "chromium-for-tests")], capture_output=True, text=True,
-                       timeout=900)
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "chromium-for-tests")], capture_output=True, text=True, timeout=900
+    )
     if p.returncode != 0:
         pytest.skip(f"no headless Chromium: {p.stderr.strip()}")
     return p.stdout.strip().splitlines()[-1]
@@ -30,40 +31,82 @@ def chromium() -> str:
 
 def screenshot(html: Path, png: Path, tmp: Path) -> str:
     """Render `html` to `png`; returns what Chromium logged (console messages included)."""
-    p = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
-                        "--window-size=1280,720", f"--screenshot={png}", html.as_uri()],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,720",
+            f"--screenshot={png}",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stderr
 
 
 def console_errors(log: str) -> list[str]:
-    return [line for line in log.splitlines() if "Uncaught" in line or ("CONSOLE" in line and "rror" in line)
-            or "Refused to" in line or "net::ERR" in line]
+    return [
+        line
+        for line in log.splitlines()
+        if "Uncaught" in line or ("CONSOLE" in line and "rror" in line) or "Refused to" in line or "net::ERR" in line
+    ]
 
 
 def _startup(i: int, verdict: str, load_s: float, cause: str | None = None) -> StoredStartup:
-    phases = [StoredPhase("start", False, 0.0, 4.0), StoredPhase("load_weights", False, 4.0, load_s if
-              verdict == "ready" else None)]
+    phases = [
+        StoredPhase("start", False, 0.0, 4.0),
+        StoredPhase("load_weights", False, 4.0, load_s if verdict == "ready" else None),
+    ]
     if verdict == "ready":
-        phases += [StoredPhase("compile", False, 4.0 + load_s, 20.0), StoredPhase("cuda_graph", False, 24.0 + load_s,
-                                                                                     8.0),
-                   StoredPhase("ready", False, 32.0 + load_s, None)]
+        phases += [
+            StoredPhase("compile", False, 4.0 + load_s, 20.0),
+            StoredPhase("cuda_graph", False, 24.0 + load_s, 8.0),
+            StoredPhase("ready", False, 32.0 + load_s, None),
+        ]
     total = 32.0 + load_s if verdict == "ready" else 4.0 + load_s
-    return StoredStartup(1_760_000_000.0 + i * 600, 1_760_000_000.0 + i * 600 + total, "gpu-node-1", "server.log",
-                         Command.RUN, "vllm", verdict, "0.11.0", "/models/Qwen3-235B-A22B", {"tp_size": 8},
-                         total, total if verdict == "ready" else None, cause, "oom" if cause else None,
-                         phases=tuple(phases))
+    return StoredStartup(
+        1_760_000_000.0 + i * 600,
+        1_760_000_000.0 + i * 600 + total,
+        "gpu-node-1",
+        "server.log",
+        Command.RUN,
+        "vllm",
+        verdict,
+        "0.11.0",
+        "/models/Qwen3-235B-A22B",
+        {"tp_size": 8},
+        total,
+        total if verdict == "ready" else None,
+        cause,
+        "oom" if cause else None,
+        phases=tuple(phases),
+    )
 
 
 def test_history_and_report_timelines_render_in_chromium(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with open_store(home) as store:
-        for i, (verdict, load, cause) in enumerate([("ready", 60.0, None), ("ready", 66.0, None),
-                                                    ("failed", 30.0, "torch.OutOfMemoryError: " + HOSTILE),
-                                                    ("ready", 190.0, None)]):
+        for i, (verdict, load, cause) in enumerate(
+            [
+                ("ready", 60.0, None),
+                ("ready", 66.0, None),
+                ("failed", 30.0, "torch.OutOfMemoryError: " + HOSTILE),
+                ("ready", 190.0, None),
+            ]
+        ):
             store.add(_startup(i, verdict, load, cause))
     env = {**os.environ, "BOOTWATCH_HOME": str(home)}
     page = tmp_path / "history.html"
@@ -77,8 +120,9 @@ def test_history_and_report_timelines_render_in_chromium(tmp_path: Path) -> None
     assert text.count('class="bar"') >= 12 and "load_weights: 3m10s" in text
     report = tmp_path / "report.html"
     log = CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log"
-    p = subprocess.run([*BOOTWATCH, "report", str(log), "--json", "--html", str(report)], capture_output=True,
-                       text=True, env=env)
+    p = subprocess.run(
+        [*BOOTWATCH, "report", str(log), "--json", "--html", str(report)], capture_output=True, text=True, env=env
+    )
     assert p.returncode == 0 and p.stdout.startswith("{"), p.stderr
     assert "torch.OutOfMemoryError: CUDA out of memory" in report.read_text()
     out = ROOT / "bench" / "out"
@@ -104,8 +148,12 @@ def test_compare_two_startups_and_bad_ids(tmp_path: Path) -> None:
     assert "1m00s" in row and "3m10s" in row and "+2m10s (3.17×)" in row
     assert "to ready" in p.stdout
     p = subprocess.run([*BOOTWATCH, "history", "--compare", str(a), "999"], capture_output=True, text=True, env=env)
-    assert p.returncode == 2 and p.stderr.strip() == \
-        "bootwatch: --compare: no startup with id 999 in the history (ids: bootwatch history --json)"
-    p = subprocess.run([*BOOTWATCH, "history", "--html", str(tmp_path / "no" / "dir.html")], capture_output=True,
-                       text=True, env=env)
+    assert (
+        p.returncode == 2
+        and p.stderr.strip()
+        == "bootwatch: --compare: no startup with id 999 in the history (ids: bootwatch history --json)"
+    )
+    p = subprocess.run(
+        [*BOOTWATCH, "history", "--html", str(tmp_path / "no" / "dir.html")], capture_output=True, text=True, env=env
+    )
     assert p.returncode == 2 and "cannot write it" in p.stderr and "Traceback" not in p.stderr

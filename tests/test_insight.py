@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bootwatch.pipeline import Analyzer
 from bootwatch.insight.activity import ActivitySampler, tree_of
 from bootwatch.insight.eta import book_from, quantile, regression
 from bootwatch.insight.live import Insight
 from bootwatch.insight.signals import CHECKED, Activity
 from bootwatch.insight.weights import find_weights, model_paths_from_argv
+from bootwatch.pipeline import Analyzer
 from bootwatch.store import Command, StoredPhase, StoredStartup, open_store, similar
 from bootwatch.tracker import Event
 from bootwatch.tracker.verdict import LogSays, Outcome, Output, Policy, Tick, VerdictMachine
@@ -32,8 +32,15 @@ def says(t: float, phase: str = "load_weights") -> LogSays:
     return LogSays(t, ready=False, failed=False, dying=False, runtime_failed=False, phase=phase, last_line="L")
 
 
-def act(t: float, read_bps: float = 0.0, cores: float = 0.0, compilers: tuple[str, ...] = (),
-        total: int | None = None, done: int | None = None, eta: float | None = None) -> Activity:
+def act(
+    t: float,
+    read_bps: float = 0.0,
+    cores: float = 0.0,
+    compilers: tuple[str, ...] = (),
+    total: int | None = None,
+    done: int | None = None,
+    eta: float | None = None,
+) -> Activity:
     return Activity(t, 0, 0.0, read_bps, cores, compilers, "EngineCore", 1, total, done, eta)
 
 
@@ -99,8 +106,11 @@ def _spawn(code: str, *args: str, executable: str | None = None) -> subprocess.P
 def test_sampler_sees_reads_then_idleness_and_compiler_children(tmp_path: Path) -> None:
     big = tmp_path / "w.bin"
     big.write_bytes(os.urandom(1 << 20) * 48)
-    reader = _spawn("import sys, time\nf = open(sys.argv[1], 'rb', buffering=0)\n"
-                    "while f.read(1 << 20): time.sleep(0.05)\ntime.sleep(60)", str(big))
+    reader = _spawn(
+        "import sys, time\nf = open(sys.argv[1], 'rb', buffering=0)\n"
+        "while f.read(1 << 20): time.sleep(0.05)\ntime.sleep(60)",
+        str(big),
+    )
     try:
         s = ActivitySampler(tree_of(reader.pid), find_weights([str(tmp_path)]))
         first = s.sample(time.time())
@@ -158,10 +168,27 @@ def test_weight_files_from_the_command_line_directory_and_gguf_shards(tmp_path: 
 
 # ---- ETAs and regressions from a real store ------------------------------------------------------------------
 def _stored(i: int, load_s: float, model: str = "/models/m") -> StoredStartup:
-    phases = (StoredPhase("start", False, 0.0, 2.0), StoredPhase("load_weights", False, 2.0, load_s),
-              StoredPhase("kv_cache", False, 2.0 + load_s, 3.0), StoredPhase("ready", False, 5.0 + load_s, None))
-    return StoredStartup(1000.0 + i, 1100.0 + i, "hostA", "x.log", Command.RUN, "vllm", "ready", "0.32.0", model,
-                         {"tp_size": 1}, 5.0 + load_s, 5.0 + load_s, phases=phases)
+    phases = (
+        StoredPhase("start", False, 0.0, 2.0),
+        StoredPhase("load_weights", False, 2.0, load_s),
+        StoredPhase("kv_cache", False, 2.0 + load_s, 3.0),
+        StoredPhase("ready", False, 5.0 + load_s, None),
+    )
+    return StoredStartup(
+        1000.0 + i,
+        1100.0 + i,
+        "hostA",
+        "x.log",
+        Command.RUN,
+        "vllm",
+        "ready",
+        "0.32.0",
+        model,
+        {"tp_size": 1},
+        5.0 + load_s,
+        5.0 + load_s,
+        phases=phases,
+    )
 
 
 def test_eta_bands_and_regressions_from_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,8 +203,10 @@ def test_eta_bands_and_regressions_from_history(tmp_path: Path, monkeypatch: pyt
     band = book.phases["load_weights"]
     assert band.p50_s == 11.0 and band.p90_s == pytest.approx(22.8) and band.n == 5
     assert book.to_ready_from["load_weights"].p50_s == 14.0
-    assert regression("load_weights", False, 34.0, book) == \
-        "load_weights took 3.1× its median of the last 5 (34.0 s vs 11.0 s)"
+    assert (
+        regression("load_weights", False, 34.0, book)
+        == "load_weights took 3.1× its median of the last 5 (34.0 s vs 11.0 s)"
+    )
     assert regression("load_weights", False, 20.0, book) is None  # under 2x
     assert regression("kv_cache", False, 7.0, book) is None  # 2.3x but 4 s: noise
     # The session's side: a real tracker reads real lines; ETA when a phase begins, a warning when it ends.
@@ -185,26 +214,35 @@ def test_eta_bands_and_regressions_from_history(tmp_path: Path, monkeypatch: pyt
     analyzer = Analyzer(engine="vllm", clock="arrival")
     insight = Insight(analyzer.tracker, None, host="hostA")
     t0 = time.time()
-    lines = [b"INFO 05-25 10:54:28 [api_server.py:1] vLLM API server version 0.32.0\n",
-             b"INFO 05-25 10:54:28 [core.py:1] Initializing a V1 LLM engine (v0.32.0) with config: "
-             b"model='/models/m', tensor_parallel_size=1\n",
-             b"INFO 05-25 10:54:28 [model_runner.py:1] Starting to load model /models/m...\n"]
+    lines = [
+        b"INFO 05-25 10:54:28 [api_server.py:1] vLLM API server version 0.32.0\n",
+        b"INFO 05-25 10:54:28 [core.py:1] Initializing a V1 LLM engine (v0.32.0) with config: "
+        b"model='/models/m', tensor_parallel_size=1\n",
+        b"INFO 05-25 10:54:28 [model_runner.py:1] Starting to load model /models/m...\n",
+    ]
     out: list[Event] = []
     for k, line in enumerate(lines):
         out += insight.on_events(analyzer.feed(line, t0 + k), t0 + k)
     etas = [e for e in out if e.kind == "eta"]
     assert etas and etas[-1].data["phase"] == "load_weights" and etas[-1].data["p50_s"] == 11.0, out
-    end = analyzer.feed(b"INFO 05-25 10:55:28 [gpu_model_runner.py:1] Loading model weights took 1.0 GiB and "
-                        b"40.0 seconds\nINFO 05-25 10:55:28 [kv_cache_utils.py:1] GPU KV cache size: 100 tokens\n",
-                        t0 + 42)
+    end = analyzer.feed(
+        b"INFO 05-25 10:55:28 [gpu_model_runner.py:1] Loading model weights took 1.0 GiB and "
+        b"40.0 seconds\nINFO 05-25 10:55:28 [kv_cache_utils.py:1] GPU KV cache size: 100 tokens\n",
+        t0 + 42,
+    )
     warned = [e for e in insight.on_events(end, t0 + 42) if e.kind == "warning"]
     assert any(e.data["kind"] == "slow_phase" and "load_weights took" in e.data["text"] for e in warned), end
 
 
 # ---- end to end: run, a silent reader and a sleeper -------------------------------------------------------
 def bw(home: Path, *args: str, timeout: float = 90) -> tuple[int, list[dict]]:
-    p = subprocess.run([*BOOTWATCH, *args], capture_output=True, text=True, timeout=timeout,
-                       env={**os.environ, "BOOTWATCH_HOME": str(home)})
+    p = subprocess.run(
+        [*BOOTWATCH, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "BOOTWATCH_HOME": str(home)},
+    )
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     return p.returncode, [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
 
@@ -215,9 +253,26 @@ def test_run_a_silent_slow_weight_load_is_loading_not_stalled(tmp_path: Path) ->
     model.mkdir()
     weights = model / "model.safetensors"
     weights.write_bytes(os.urandom(1 << 20) * 120)  # 126 MB read at 12 MB/s: ~10 s without a line
-    code, events = bw(tmp_path / "home", "run", "--json", "--log", str(tmp_path / "r.log"), "--stall", "2",
-                      "--then", "true", "--", sys.executable, LOADER, "--model", str(model), "--read", str(weights),
-                      "--rate", "12e6")
+    code, events = bw(
+        tmp_path / "home",
+        "run",
+        "--json",
+        "--log",
+        str(tmp_path / "r.log"),
+        "--stall",
+        "2",
+        "--then",
+        "true",
+        "--",
+        sys.executable,
+        LOADER,
+        "--model",
+        str(model),
+        "--read",
+        str(weights),
+        "--rate",
+        "12e6",
+    )
     kinds = [e["event"] for e in events]
     assert code == 0 and events[-1]["verdict"] == "ready", events[-3:]
     assert "stall" not in kinds and "stalled" not in kinds
@@ -234,8 +289,22 @@ def test_run_a_sleeping_server_is_stalled_after_the_stall_time(tmp_path: Path) -
     model = tmp_path / "model"
     model.mkdir()
     start = time.time()
-    code, events = bw(tmp_path / "home", "run", "--json", "--log", str(tmp_path / "r.log"), "--stall", "2", "--",
-                      sys.executable, LOADER, "--model", str(model), "--sleep", "60")
+    code, events = bw(
+        tmp_path / "home",
+        "run",
+        "--json",
+        "--log",
+        str(tmp_path / "r.log"),
+        "--stall",
+        "2",
+        "--",
+        sys.executable,
+        LOADER,
+        "--model",
+        str(model),
+        "--sleep",
+        "60",
+    )
     took = time.time() - start
     assert code == 4 and events[-1]["verdict"] == "stalled"
     stalled = [e for e in events if e["event"] == "stalled"]
@@ -259,11 +328,26 @@ def test_the_live_view_shows_history_and_bytes_etas() -> None:
         sink = LiveSink(["s"], "x.log", Console(file=null, width=160), clock=lambda: 1010.0)
         try:
             sink.event(Event("phase", 1000.0, {"name": "load_weights", "line_no": 3}), 1000.0)
-            sink.event(Event("eta", 1000.0, {"phase": "load_weights", "draft": False, "p50_s": 250.0,
-                                              "p90_s": 360.0, "n": 5, "basis": "engine+model"}), 1000.0)
+            sink.event(
+                Event(
+                    "eta",
+                    1000.0,
+                    {
+                        "phase": "load_weights",
+                        "draft": False,
+                        "p50_s": 250.0,
+                        "p90_s": 360.0,
+                        "n": 5,
+                        "basis": "engine+model",
+                    },
+                ),
+                1000.0,
+            )
             assert "ETA 4m00s (p90 5m50s) · from 5 startups" in shown(sink, 1010.0)
-            sink.event(Event("eta", 1010.0, {"phase": "load_weights", "basis": "bytes", "eta_s": 70.0,
-                                              "progress": 0.57}), 1010.0)
+            sink.event(
+                Event("eta", 1010.0, {"phase": "load_weights", "basis": "bytes", "eta_s": 70.0, "progress": 0.57}),
+                1010.0,
+            )
             assert "ETA 1m10s (weights read)" in shown(sink, 1010.0)
         finally:
             sink.live.stop()

@@ -22,9 +22,25 @@ def startup(tmp_path: Path, home: Path, i: int) -> list[dict]:
     import subprocess
 
     port = free_port()
-    p = subprocess.run([*BOOTWATCH, "run", "--timeout", "240", "--log", str(tmp_path / f"vllm{i}.log"), "--json",
-                        "--then", "true", "--", *vllm_cmd(port)], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "BOOTWATCH_HOME": str(home)})
+    p = subprocess.run(
+        [
+            *BOOTWATCH,
+            "run",
+            "--timeout",
+            "240",
+            "--log",
+            str(tmp_path / f"vllm{i}.log"),
+            "--json",
+            "--then",
+            "true",
+            "--",
+            *vllm_cmd(port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "BOOTWATCH_HOME": str(home)},
+    )
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     events = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     assert p.returncode == 0 and events[-1]["verdict"] == "ready", events[-1].get("failure")
@@ -50,31 +66,48 @@ def test_vllm_cpu_eta_error_over_repeated_startups(tmp_path: Path) -> None:
                 continue
             # To ready from this phase's start, as it turned out: the rest of the phases before ready.
             actual_rest = sum(q["duration_s"] for q in phases[k:] if q["name"] != "ready")
-            rows.append({"run": i + 1, "phase": p["name"], "n": eta["n"], "p50_s": eta["p50_s"],
-                         "p90_s": eta["p90_s"], "actual_s": p["duration_s"],
-                         "to_ready_p50_s": eta.get("to_ready_p50_s"), "to_ready_actual_s": round(actual_rest, 3)})
+            rows.append(
+                {
+                    "run": i + 1,
+                    "phase": p["name"],
+                    "n": eta["n"],
+                    "p50_s": eta["p50_s"],
+                    "p90_s": eta["p90_s"],
+                    "actual_s": p["duration_s"],
+                    "to_ready_p50_s": eta.get("to_ready_p50_s"),
+                    "to_ready_actual_s": round(actual_rest, 3),
+                }
+            )
     by_phase: dict[str, list[dict]] = {}
     for r in rows:
         by_phase.setdefault(r["phase"], []).append(r)
     report = {}
     for phase, rs in by_phase.items():
         errs = [abs(r["p50_s"] - r["actual_s"]) for r in rs]
-        report[phase] = {"runs": len(rs), "median_abs_error_s": round(statistics.median(errs), 3),
-                         "max_abs_error_s": round(max(errs), 3),
-                         "actual_median_s": round(statistics.median(r["actual_s"] for r in rs), 3),
-                         "within_p90": sum(r["actual_s"] <= r["p90_s"] + 1e-9 for r in rs)}
+        report[phase] = {
+            "runs": len(rs),
+            "median_abs_error_s": round(statistics.median(errs), 3),
+            "max_abs_error_s": round(max(errs), 3),
+            "actual_median_s": round(statistics.median(r["actual_s"] for r in rs), 3),
+            "within_p90": sum(r["actual_s"] <= r["p90_s"] + 1e-9 for r in rs),
+        }
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
     (out / "eta-vllm-cpu.json").write_text(json.dumps({"rows": rows, "per_phase": report}, indent=1))
     print(json.dumps(report, indent=1))
     for r in rows:
-        print(f"run {r['run']} {r['phase']:>14}: predicted p50 {r['p50_s']:7.2f}s (p90 {r['p90_s']:7.2f}s, "
-              f"n={r['n']})  actual {r['actual_s']:7.2f}s   to ready: predicted {r['to_ready_p50_s']}s "
-              f"actual {r['to_ready_actual_s']}s")
+        print(
+            f"run {r['run']} {r['phase']:>14}: predicted p50 {r['p50_s']:7.2f}s (p90 {r['p90_s']:7.2f}s, "
+            f"n={r['n']})  actual {r['actual_s']:7.2f}s   to ready: predicted {r['to_ready_p50_s']}s "
+            f"actual {r['to_ready_actual_s']}s"
+        )
     assert {r["run"] for r in rows} == set(range(2, RUNS + 1))
     # The same command on the same machine: the whole startup's predicted time to ready (from its first
     # phase with an ETA) is within half of what it took, in the median over the runs.
     firsts = [next(r for r in rows if r["run"] == run) for run in range(2, RUNS + 1)]
-    rel = [abs(r["to_ready_p50_s"] - r["to_ready_actual_s"]) / r["to_ready_actual_s"] for r in firsts
-           if r["to_ready_p50_s"] is not None and r["to_ready_actual_s"] > 0]
+    rel = [
+        abs(r["to_ready_p50_s"] - r["to_ready_actual_s"]) / r["to_ready_actual_s"]
+        for r in firsts
+        if r["to_ready_p50_s"] is not None and r["to_ready_actual_s"] > 0
+    ]
     assert rel and statistics.median(rel) < 0.5, rel

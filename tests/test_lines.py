@@ -16,8 +16,10 @@ def one(raw: str, year: int = 2025):
 
 def test_ansi_stripped_from_vllm_process_tag() -> None:
     # vllm/v0.11-elloraa-gloo-ready.log: the tag is coloured even in a file
-    line = one("\x1b[1;36m(APIServer pid=238615)\x1b[0;0m INFO 10-24 21:43:35 [api_server.py:1839] "
-               "vLLM API server version 0.11.0")
+    line = one(
+        "\x1b[1;36m(APIServer pid=238615)\x1b[0;0m INFO 10-24 21:43:35 [api_server.py:1839] "
+        "vLLM API server version 0.11.0"
+    )
     assert line.text == "vLLM API server version 0.11.0"
     assert line.proc == "APIServer" and line.level == "INFO" and line.fmt == "vllm"
     assert "\x1b" not in line.raw
@@ -25,8 +27,10 @@ def test_ansi_stripped_from_vllm_process_tag() -> None:
 
 def test_carriage_return_progress_updates_are_split() -> None:
     # sglang/docs-2025-01-skip-tokenizer-init-ready.log: one physical line, \r-separated tqdm states
-    raw = ("  0%|          | 0/23 [00:00<?, ?it/s]\r  4%|▍         | 1/23 [00:00<00:13,  1.67it/s]"
-           "\r100%|██████████| 23/23 [00:07<00:00,  3.19it/s]\r\n")
+    raw = (
+        "  0%|          | 0/23 [00:00<?, ?it/s]\r  4%|▍         | 1/23 [00:00<00:13,  1.67it/s]"
+        "\r100%|██████████| 23/23 [00:07<00:00,  3.19it/s]\r\n"
+    )
     segs = Normalizer(2025).lines(3, raw)
     assert [s.text for s in segs][-1].startswith("100%")
     assert [s.update for s in segs] == [True, True, False]
@@ -35,8 +39,10 @@ def test_carriage_return_progress_updates_are_split() -> None:
 
 def test_message_glued_onto_progress_bar_is_split_at_the_prefix() -> None:
     # sglang/rocm-rdna4-tp2-keyerror-expert-weight-both-ranks.log
-    raw = ("Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
-           "[2026-05-25 17:26:25 TP1] Scheduler hit an exception: Traceback (most recent call last):")
+    raw = (
+        "Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
+        "[2026-05-25 17:26:25 TP1] Scheduler hit an exception: Traceback (most recent call last):"
+    )
     first, second = Normalizer(2025).lines(1, raw)
     assert first.text.startswith("Loading safetensors checkpoint shards")
     assert second.text == "Scheduler hit an exception: Traceback (most recent call last):"
@@ -45,9 +51,11 @@ def test_message_glued_onto_progress_bar_is_split_at_the_prefix() -> None:
 
 def test_python_logging_glued_onto_custom_unit_bar() -> None:
     # vllm/v0.25-gb10-nvfp4-dflash-ready-10min-warmup.log (flashinfer autotuner, unit "profile/s")
-    raw = ("(EngineCore pid=23397) \r[AutoTuner]: Tuning trtllm::fused_moe::gemm1:   0%|          | 0/21 "
-           "[00:00<?, ?profile/s]2026-08-01 21:21:53,817 - INFO - autotuner.py:1351 - flashinfer.jit: "
-           "[Autotuner]: Skipped 4 unsupported tactic(s)")
+    raw = (
+        "(EngineCore pid=23397) \r[AutoTuner]: Tuning trtllm::fused_moe::gemm1:   0%|          | 0/21 "
+        "[00:00<?, ?profile/s]2026-08-01 21:21:53,817 - INFO - autotuner.py:1351 - flashinfer.jit: "
+        "[Autotuner]: Skipped 4 unsupported tactic(s)"
+    )
     lines = Normalizer(2025).lines(1, raw)
     assert lines[-2].text.startswith("[AutoTuner]: Tuning")
     assert lines[-1].text == "flashinfer.jit: [Autotuner]: Skipped 4 unsupported tactic(s)"
@@ -68,8 +76,9 @@ def test_sglang_prefix_with_and_without_ranks() -> None:
 
 def test_sglang_2026_format_with_level_and_file() -> None:
     # sglang/docs-2026-02-ngram-spec-warning-level-no-ready-line.log
-    line = one("[2026-02-08 14:57:21] INFO server_args.py:1796: Attention backend not specified. "
-               "Use fa3 backend by default.")
+    line = one(
+        "[2026-02-08 14:57:21] INFO server_args.py:1796: Attention backend not specified. Use fa3 backend by default."
+    )
     assert line.level == "INFO" and line.text.startswith("Attention backend not specified")
 
 
@@ -86,8 +95,10 @@ def test_vllm_v0_prefix_without_brackets() -> None:
 
 def test_vllm_v1_worker_tags() -> None:
     # vllm/v0.8.3-v1-offline-tp2-vllmworker-rank-prefix-init-done.log
-    a = one("(VllmWorker rank=1 pid=158678) INFO 07-08 02:34:33 [parallel_state.py:957] rank 1 in world "
-            "size 2 is assigned as DP rank 0, PP rank 0, TP rank 1")
+    a = one(
+        "(VllmWorker rank=1 pid=158678) INFO 07-08 02:34:33 [parallel_state.py:957] rank 1 in world "
+        "size 2 is assigned as DP rank 0, PP rank 0, TP rank 1"
+    )
     assert a.proc == "VllmWorker_rank1" and a.text.startswith("rank 1 in world size 2")
     # vllm/v0.22-tp2-t4-lora-ready-shm-wait-then-worker-crash.log
     b = one("(Worker_TP1 pid=301) ERROR 05-26 07:06:39 [multiproc_executor.py:839] WorkerProc hit an exception.")
@@ -107,8 +118,10 @@ def test_tgi_launcher_and_router_lines() -> None:
     # tgi/gemma3-27b-tp2-a6000-ready.log
     a = one("2025-07-04T12:36:15.367126Z  INFO text_generation_router::server: router/src/server.rs:2298: Connected")
     assert (a.text, a.level, a.fmt) == ("Connected", "INFO", "tgi")
-    b = one("2025-07-04T12:35:19.889835Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
-            "ready... rank=1")
+    b = one(
+        "2025-07-04T12:35:19.889835Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
+        "ready... rank=1"
+    )
     assert b.text == "Waiting for shard to be ready... rank=1"
     # tgi/v2.0-k8s-llama3-70b-tp2-oom-shard-cannot-start.log: torch's per-rank stderr prefix
     c = one("[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.")
@@ -142,12 +155,18 @@ def test_collector_wrappers_are_peeled_before_the_server_prefix() -> None:
     # docker compose, docker/kubectl --timestamps with CRI stream tags, journald: the rules see the message
     cases = {
         "sglang-1  | [2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB": ("sglang", None),
-        "2025-01-02T10:00:00.123456789Z stdout F [2025-05-01 05:11:17 TP0] Load weight begin. avail mem=7 GB":
-            ("sglang", "TP0"),
-        "2025-01-02T10:00:00.123Z INFO 08-12 10:11:12 [api_server.py:12] Load weight begin. avail mem=7 GB":
-            ("vllm", None),
-        "Jan 02 10:00:00 gpu1 vllm[123]: INFO 08-12 10:11:12 [api_server.py:12] Load weight begin. avail mem=7 GB":
-            ("vllm", None),
+        "2025-01-02T10:00:00.123456789Z stdout F [2025-05-01 05:11:17 TP0] Load weight begin. avail mem=7 GB": (
+            "sglang",
+            "TP0",
+        ),
+        "2025-01-02T10:00:00.123Z INFO 08-12 10:11:12 [api_server.py:12] Load weight begin. avail mem=7 GB": (
+            "vllm",
+            None,
+        ),
+        "Jan 02 10:00:00 gpu1 vllm[123]: INFO 08-12 10:11:12 [api_server.py:12] Load weight begin. avail mem=7 GB": (
+            "vllm",
+            None,
+        ),
     }
     for raw, (fmt, proc) in cases.items():
         line = one(raw)

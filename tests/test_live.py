@@ -47,8 +47,9 @@ def summary(events: list[dict]) -> dict:
 def watch_while_written(src: Path, tmp_path: Path, *extra: str) -> tuple[int, list[dict]]:
     """`bootwatch watch` started first, on a file that does not exist yet; then a writer plays `src` into it."""
     log = tmp_path / "server.log"
-    watcher = subprocess.Popen([*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30", *extra],
-                               stdout=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30", *extra], stdout=subprocess.PIPE, text=True
+    )
     time.sleep(0.5)
     subprocess.run(fake(src, "--out", str(log)), check=True, timeout=60)
     out, _ = watcher.communicate(timeout=60)
@@ -75,8 +76,9 @@ def test_watch_reports_the_root_cause_of_a_failure(tmp_path: Path) -> None:
 def test_watch_ignores_a_stale_ready_and_judges_the_new_launch(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_bytes(READY_SGLANG.read_bytes())  # an earlier launch that was ready
-    proc = subprocess.Popen([*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30"], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30"], stdout=subprocess.PIPE, text=True
+    )
     time.sleep(1.0)
     assert proc.poll() is None, "a ready line from an earlier launch is not readiness now"
     subprocess.run(fake(FAILED_SGLANG, "--out", str(log)), check=True, timeout=30)
@@ -110,11 +112,14 @@ def test_watch_stall_in_distributed_init_exits_4(tmp_path: Path) -> None:
 def test_watch_url_refused_then_503_then_200(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     port = free_port()
-    writer = subprocess.Popen(fake(READY_VLLM, "--out", str(log), "--port", str(port), "--early-port",
-                                   "--then", "serve", "--scale", "0.02"), start_new_session=True)
+    writer = subprocess.Popen(
+        fake(READY_VLLM, "--out", str(log), "--port", str(port), "--early-port", "--then", "serve", "--scale", "0.02"),
+        start_new_session=True,
+    )
     try:
-        code, events = bw("watch", str(log), "--json", "--url", f"http://127.0.0.1:{port}/health",
-                          "--verify", "--timeout", "30")
+        code, events = bw(
+            "watch", str(log), "--json", "--url", f"http://127.0.0.1:{port}/health", "--verify", "--timeout", "30"
+        )
     finally:
         writer.terminate()
         writer.wait(timeout=10)
@@ -129,8 +134,9 @@ def test_watch_url_refused_then_503_then_200(tmp_path: Path) -> None:
 def test_run_then_runs_the_command_and_stops_the_server(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     marker = tmp_path / "then-ran"
-    code, events = bw("run", "--log", str(log), "--json", "--then", f"touch {marker}", "--",
-                      *fake(READY_VLLM, "--then", "serve"))
+    code, events = bw(
+        "run", "--log", str(log), "--json", "--then", f"touch {marker}", "--", *fake(READY_VLLM, "--then", "serve")
+    )
     assert code == 0 and marker.exists()
     assert summary(events)["verdict"] == "ready"
     # Every byte the server printed, as printed, up to the moment --then was done and it was stopped.
@@ -139,8 +145,16 @@ def test_run_then_runs_the_command_and_stops_the_server(tmp_path: Path) -> None:
 
 
 def test_run_then_exit_code_is_the_commands(tmp_path: Path) -> None:
-    code, _ = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--then", "exit 7", "--",
-                 *fake(READY_VLLM, "--then", "serve"))
+    code, _ = bw(
+        "run",
+        "--log",
+        str(tmp_path / "r.log"),
+        "--json",
+        "--then",
+        "exit 7",
+        "--",
+        *fake(READY_VLLM, "--then", "serve"),
+    )
     assert code == 7
 
 
@@ -151,8 +165,9 @@ def test_run_server_exits_nonzero_with_traceback(tmp_path: Path) -> None:
 
 
 def test_run_sigkill_without_traceback_says_killed(tmp_path: Path) -> None:
-    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--",
-                      *fake(READY_SGLANG, "--lines", "12", "--then", "kill"))
+    code, events = bw(
+        "run", "--log", str(tmp_path / "r.log"), "--json", "--", *fake(READY_SGLANG, "--lines", "12", "--then", "kill")
+    )
     s = summary(events)
     assert code == 1 and s["failure"]["category"] == "killed"
     assert "SIGKILL" in s["failure"]["text"] and "OOM" in s["failure"]["text"]
@@ -160,25 +175,51 @@ def test_run_sigkill_without_traceback_says_killed(tmp_path: Path) -> None:
 
 def test_run_child_dies_while_parent_lives(tmp_path: Path) -> None:
     start = time.time()
-    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--timeout", "60", "--",
-                      *fake(READY_SGLANG, "--lines", "12", "--child", "VLLM::EngineCore",
-                            "--kill-child-after-ready", "--then", "hang"))
+    code, events = bw(
+        "run",
+        "--log",
+        str(tmp_path / "r.log"),
+        "--json",
+        "--timeout",
+        "60",
+        "--",
+        *fake(
+            READY_SGLANG, "--lines", "12", "--child", "VLLM::EngineCore", "--kill-child-after-ready", "--then", "hang"
+        ),
+    )
     s = summary(events)
     assert code == 1 and "VLLM::EngineCore" in s["failure"]["text"]
     assert time.time() - start < 20  # now, not at the timeout
 
 
 def test_run_hang_stalls_and_the_server_is_stopped(tmp_path: Path) -> None:
-    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--stall", "1", "--",
-                      *fake(READY_SGLANG, "--lines", "3", "--then", "hang"))
+    code, events = bw(
+        "run",
+        "--log",
+        str(tmp_path / "r.log"),
+        "--json",
+        "--stall",
+        "1",
+        "--",
+        *fake(READY_SGLANG, "--lines", "3", "--then", "hang"),
+    )
     assert code == 4 and summary(events)["verdict"] == "stalled"
 
 
 def test_run_port_open_early_is_not_ready(tmp_path: Path) -> None:
     port = free_port()
-    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--url", f"http://127.0.0.1:{port}/health",
-                      "--then", "true", "--", *fake(READY_VLLM, "--port", str(port), "--early-port", "--then", "serve",
-                                                   "--scale", "0.02"))
+    code, events = bw(
+        "run",
+        "--log",
+        str(tmp_path / "r.log"),
+        "--json",
+        "--url",
+        f"http://127.0.0.1:{port}/health",
+        "--then",
+        "true",
+        "--",
+        *fake(READY_VLLM, "--port", str(port), "--early-port", "--then", "serve", "--scale", "0.02"),
+    )
     assert code == 0
     kinds = [(e["event"], e.get("value")) for e in events]
     assert ("fact", "503 (starting)") in kinds
@@ -189,13 +230,27 @@ def test_run_port_open_early_is_not_ready(tmp_path: Path) -> None:
 
 def test_run_port_held_by_another_process_is_not_ready(tmp_path: Path) -> None:
     port = free_port()
-    other = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    other = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(0.5)
-        code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--url",
-                          f"http://127.0.0.1:{port}/health", "--timeout", "3", "--stall", "1h", "--",
-                          *fake(READY_SGLANG, "--lines", "12", "--then", "hang"))
+        code, events = bw(
+            "run",
+            "--log",
+            str(tmp_path / "r.log"),
+            "--json",
+            "--url",
+            f"http://127.0.0.1:{port}/health",
+            "--timeout",
+            "3",
+            "--stall",
+            "1h",
+            "--",
+            *fake(READY_SGLANG, "--lines", "12", "--then", "hang"),
+        )
     finally:
         other.terminate()
         other.wait()
@@ -206,8 +261,12 @@ def test_run_port_held_by_another_process_is_not_ready(tmp_path: Path) -> None:
 
 def test_run_detach_leaves_the_server_running(tmp_path: Path) -> None:
     log = tmp_path / "r.log"
-    p = subprocess.run([*BOOTWATCH, "run", "--log", str(log), "--detach", "--",
-                        *fake(READY_VLLM, "--then", "serve")], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [*BOOTWATCH, "run", "--log", str(log), "--detach", "--", *fake(READY_VLLM, "--then", "serve")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0
     pid = int(p.stdout.split("server pid ")[1].split()[0])
     try:
@@ -217,8 +276,19 @@ def test_run_detach_leaves_the_server_running(tmp_path: Path) -> None:
 
 
 def test_run_ctrl_c_stops_the_server_and_exits_130(tmp_path: Path) -> None:
-    proc = subprocess.Popen([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--json", "--",
-                             *fake(READY_SGLANG, "--lines", "5", "--then", "hang")], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "r.log"),
+            "--json",
+            "--",
+            *fake(READY_SGLANG, "--lines", "5", "--then", "hang"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=30)
@@ -226,11 +296,9 @@ def test_run_ctrl_c_stops_the_server_and_exits_130(tmp_path: Path) -> None:
 
 
 def test_run_plain_follows_after_ready_until_the_server_exits(tmp_path: Path) -> None:
-    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--",
-                      *fake(READY_VLLM, "--then", "exit:0"))
+    code, events = bw("run", "--log", str(tmp_path / "r.log"), "--json", "--", *fake(READY_VLLM, "--then", "exit:0"))
     assert code == 0 and summary(events)["verdict"] == "ready"
-    code, events = bw("run", "--log", str(tmp_path / "r2.log"), "--json", "--",
-                      *fake(READY_VLLM, "--then", "exit:3"))
+    code, events = bw("run", "--log", str(tmp_path / "r2.log"), "--json", "--", *fake(READY_VLLM, "--then", "exit:3"))
     s = summary(events)
     assert code == 1 and s["verdict"] == "ready" and s["runtime_failure"] is not None
 
@@ -249,8 +317,7 @@ open(sys.argv[1], "w").write(h.hexdigest())
 
 def test_run_keeps_every_byte_of_a_fast_writer(tmp_path: Path) -> None:
     log, digest = tmp_path / "big.log", tmp_path / "sha"
-    code, events = bw("run", "--log", str(log), "--json", "--", sys.executable, "-c", WRITER, str(digest),
-                      timeout=300)
+    code, events = bw("run", "--log", str(log), "--json", "--", sys.executable, "-c", WRITER, str(digest), timeout=300)
     import hashlib
 
     got = hashlib.sha256(log.read_bytes()).hexdigest()
@@ -261,8 +328,9 @@ def test_run_keeps_every_byte_of_a_fast_writer(tmp_path: Path) -> None:
 @pytest.mark.parametrize("label", sorted(CORPUS.glob("*/*.json")), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_replay_agrees_with_report(label: Path) -> None:
     log = label.with_suffix(".log")
-    rep = json.loads(subprocess.run([*BOOTWATCH, "report", "--json", str(log)], capture_output=True, text=True,
-                                    timeout=60).stdout)
+    rep = json.loads(
+        subprocess.run([*BOOTWATCH, "report", "--json", str(log)], capture_output=True, text=True, timeout=60).stdout
+    )
     code, events = bw("replay", "--speed", "0", "--json", str(log))
     s = summary(events)
     assert s["verdict"] == rep["verdict"]
@@ -276,10 +344,28 @@ def test_replay_agrees_with_report(label: Path) -> None:
 def test_history_records_watched_startups(tmp_path: Path) -> None:
     env_home = tmp_path / "home"
     env = {**os.environ, "BOOTWATCH_HOME": str(env_home)}
-    subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--then", "true", "--",
-                    *fake(READY_SGLANG, "--then", "serve")], env=env, capture_output=True, timeout=60, check=True)
-    subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "f.log"), "--",
-                    *fake(FAILED_SGLANG, "--then", "exit:1")], env=env, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "r.log"),
+            "--then",
+            "true",
+            "--",
+            *fake(READY_SGLANG, "--then", "serve"),
+        ],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    subprocess.run(
+        [*BOOTWATCH, "run", "--log", str(tmp_path / "f.log"), "--", *fake(FAILED_SGLANG, "--then", "exit:1")],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     p = subprocess.run([*BOOTWATCH, "history", "--json"], env=env, capture_output=True, text=True, timeout=30)
     entries = [json.loads(x) for x in p.stdout.splitlines()]
     assert [e["verdict"] for e in entries] == ["ready", "failed"]

@@ -25,8 +25,15 @@ class Pty:
         self.master, slave = pty.openpty()
         env = {**os.environ, "COLUMNS": "120", "LINES": "40", "TERM": "xterm-256color"}
         env.pop("NO_COLOR", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "bootwatch", *args], stdin=slave, stdout=slave,
-                                     stderr=slave, env=env, cwd=ROOT, close_fds=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bootwatch", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=ROOT,
+            close_fds=True,
+        )
         os.close(slave)
         self.raw = b""
         self.closed = False
@@ -118,16 +125,17 @@ def test_the_clock_ticks_while_the_server_is_silent(tmp_path: Path) -> None:
 def test_a_ready_banner_with_the_ready_line_and_time_to_ready() -> None:
     code, screen = run_in_pty(["replay", "--speed", "0", str(CORPUS / "vllm/v0.12-qwen3moe-eager-ready-ansi.log")])
     assert code == 0
-    banner = screen[screen.rindex("READY after"):]
+    banner = screen[screen.rindex("READY after") :]
     assert re.match(r"READY after 4m5\ds", banner), banner[:200]  # the launch's own time, from its phases
     assert "line 90: Application startup complete." in banner
 
 
 def test_a_failed_banner_with_the_root_cause() -> None:
-    code, screen = run_in_pty(["replay", "--speed", "0",
-                               str(CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log")])
+    code, screen = run_in_pty(
+        ["replay", "--speed", "0", str(CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log")]
+    )
     assert code == 1
-    banner = screen[screen.rindex("FAILED ("):]
+    banner = screen[screen.rindex("FAILED (") :]
     assert re.match(r"FAILED \(line \d+, oom\): torch\.OutOfMemoryError: CUDA out of memory", banner), banner[:300]
 
 
@@ -136,9 +144,30 @@ def test_the_banner_shows_the_verify_latency(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = tmp_path / "server.log"
-    server = [sys.executable, str(HELPER), str(CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"), "--port", str(port),
-              "--then", "serve"]
-    code, screen = run_in_pty(["run", "--log", str(log), "--url", f"http://127.0.0.1:{port}/health", "--verify",
-                               "--then", "true", "--timeout", "60", "--", *server])
+    server = [
+        sys.executable,
+        str(HELPER),
+        str(CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"),
+        "--port",
+        str(port),
+        "--then",
+        "serve",
+    ]
+    code, screen = run_in_pty(
+        [
+            "run",
+            "--log",
+            str(log),
+            "--url",
+            f"http://127.0.0.1:{port}/health",
+            "--verify",
+            "--then",
+            "true",
+            "--timeout",
+            "60",
+            "--",
+            *server,
+        ]
+    )
     assert code == 0, screen[-2000:]
     assert re.search(r"READY after [^\n]*verify: one completion in \d+\.\d s", screen), screen[-2000:]

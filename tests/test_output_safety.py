@@ -30,8 +30,18 @@ MARK = "S3CR3T"  # every fake secret holds it
 # is the normaliser's: it keeps what follows the last one, as a terminal would show a progress bar.)
 ATTACK = "\x1bc\x1b(0\x1b7\x1b8\u009d52;c;aGk=\u009c\x07\x08\x0b\x0c"
 ATTACK_BYTES = ATTACK.encode() + b"\x9d52;c;aGk=\x9c"
-DANGEROUS = [b"\x1bc", b"\x1b(0", b"\x1b7", b"\x1b8", "\u009d".encode(), "\u009c".encode(), b"\x07", b"\x08",
-             b"\x9d", b"\x9c"]
+DANGEROUS = [
+    b"\x1bc",
+    b"\x1b(0",
+    b"\x1b7",
+    b"\x1b8",
+    "\u009d".encode(),
+    "\u009c".encode(),
+    b"\x07",
+    b"\x08",
+    b"\x9d",
+    b"\x9c",
+]
 API_KEY = f"sk-{MARK}abcdefgh0123"
 HF_TOKEN = f"hf_{MARK}aBcDeFgHiJkLmNoPqRsTuVwXyZ01"
 
@@ -49,8 +59,9 @@ def failed_log() -> bytes:
     """A real OOM log whose root-cause line also carries markup, terminal escapes and a token."""
     raw = (CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log").read_bytes()
     junk = f" [/] [/red]{ATTACK} token {HF_TOKEN}".encode()
-    return raw.replace(b"torch.OutOfMemoryError: CUDA out of memory.", b"torch.OutOfMemoryError: CUDA out of memory."
-                       + junk, 1)
+    return raw.replace(
+        b"torch.OutOfMemoryError: CUDA out of memory.", b"torch.OutOfMemoryError: CUDA out of memory." + junk, 1
+    )
 
 
 def plain_env(home: Path) -> dict[str, str]:
@@ -147,13 +158,33 @@ def test_watch_and_replay_of_hostile_logs(logs: dict[str, Path], tmp_path: Path,
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
-def test_run_does_not_print_the_api_key_of_the_server_command(logs: dict[str, Path], tmp_path: Path,
-                                                              as_json: bool) -> None:
+def test_run_does_not_print_the_api_key_of_the_server_command(
+    logs: dict[str, Path], tmp_path: Path, as_json: bool
+) -> None:
     # The server's command line carries its key (and an env assignment): `started pid …` must not repeat them.
-    server = ["env", f"OPENAI_API_KEY={MARK}env", "sh", "-c", 'cat "$1"', "server", str(logs["ready"]),
-              "--api-key", API_KEY, f"--hf-token={HF_TOKEN}"]
-    p = bw(plain_env(tmp_path), "run", "--log", str(tmp_path / "run.log"), "--timeout", "30",
-           *(["--json"] if as_json else []), "--", *server)
+    server = [
+        "env",
+        f"OPENAI_API_KEY={MARK}env",
+        "sh",
+        "-c",
+        'cat "$1"',
+        "server",
+        str(logs["ready"]),
+        "--api-key",
+        API_KEY,
+        f"--hf-token={HF_TOKEN}",
+    ]
+    p = bw(
+        plain_env(tmp_path),
+        "run",
+        "--log",
+        str(tmp_path / "run.log"),
+        "--timeout",
+        "30",
+        *(["--json"] if as_json else []),
+        "--",
+        *server,
+    )
     assert p.returncode == 0, p.stdout.decode("utf-8", "replace")[-2000:]
     assert_clean(p.stdout)
     out = p.stdout.decode()
@@ -187,17 +218,42 @@ def test_the_live_view_draws_no_control_from_the_log(logs: dict[str, Path], kind
 
 
 # ---- random bytes ------------------------------------------------------------------------------------
-FRAGMENTS = st.sampled_from([
-    b"[bold]", b"[/]", b"[/bold]", b"[red]x[/red]", b"[link=file:///etc]", b"\\", b"\x1b", b"\x1bc",
-    b"\x1b]52;c;aGk=\x07",
-    b"\x9d52;c;aGk=\x9c", "\u009b2J".encode(), b"\x07", b"\x08", b"\r", b"\x00", b"\x7f", b"\xff\xfe", b"\xc3(", b"\n",
-    b"INFO 04-27 15:04:49 [api_server.py:1772] vLLM API server version 0.12.0\n",
-    b"INFO:     Application startup complete.", b"torch.OutOfMemoryError: CUDA out of memory.",
-    b"Traceback (most recent call last):\n", b"RuntimeError: boom [/]\n", f"--api-key {API_KEY} ".encode(),
-    f" {HF_TOKEN} ".encode(), b"\t", b" ", "\u202e".encode(),
-])
+FRAGMENTS = st.sampled_from(
+    [
+        b"[bold]",
+        b"[/]",
+        b"[/bold]",
+        b"[red]x[/red]",
+        b"[link=file:///etc]",
+        b"\\",
+        b"\x1b",
+        b"\x1bc",
+        b"\x1b]52;c;aGk=\x07",
+        b"\x9d52;c;aGk=\x9c",
+        "\u009b2J".encode(),
+        b"\x07",
+        b"\x08",
+        b"\r",
+        b"\x00",
+        b"\x7f",
+        b"\xff\xfe",
+        b"\xc3(",
+        b"\n",
+        b"INFO 04-27 15:04:49 [api_server.py:1772] vLLM API server version 0.12.0\n",
+        b"INFO:     Application startup complete.",
+        b"torch.OutOfMemoryError: CUDA out of memory.",
+        b"Traceback (most recent call last):\n",
+        b"RuntimeError: boom [/]\n",
+        f"--api-key {API_KEY} ".encode(),
+        f" {HF_TOKEN} ".encode(),
+        b"\t",
+        b" ",
+        "\u202e".encode(),
+    ]
+)
 LOGS = st.lists(st.one_of(FRAGMENTS, st.binary(max_size=64), FRAGMENTS.map(lambda b: b * 2000)), max_size=30).map(
-    b"".join)
+    b"".join
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -207,8 +263,11 @@ def test_any_bytes_as_a_log_give_inert_output_and_a_spec_exit_code(data: bytes) 
         log = Path(d) / "random.log"
         log.write_bytes(data)
         env = plain_env(Path(d))
-        for args, codes in ((["report", str(log)], {0, 2}), (["report", "--json", str(log)], {0, 2}),
-                            (["replay", "--speed", "0", str(log)], {0, 1, 2, 3})):
+        for args, codes in (
+            (["report", str(log)], {0, 2}),
+            (["report", "--json", str(log)], {0, 2}),
+            (["replay", "--speed", "0", str(log)], {0, 1, 2, 3}),
+        ):
             p = bw(env, *args)
             assert p.returncode in codes, (args, p.returncode, p.stderr[-2000:])
             assert_inert(p.stdout)

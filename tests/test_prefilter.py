@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bootwatch.pipeline import rules_for
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
+from bootwatch.pipeline import rules_for
 
 from .test_rule_examples import real_lines
 
@@ -27,7 +27,9 @@ def test_prefilter_keeps_every_line_a_rule_matches() -> None:
 
 def test_prefilter_finds_line_starts() -> None:
     _, pre = rules_for(())
-    data = (b"noise\n[2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB\nmore noise\n"
-            b"Traceback (most recent call last):\n")
+    data = (
+        b"noise\n[2025-05-01 05:11:17] Load weight begin. avail mem=78.58 GB\nmore noise\n"
+        b"Traceback (most recent call last):\n"
+    )
     starts = pre.line_starts(data)
     assert [data[s:].split(b"\n")[0][:8] for s in starts] == [b"[2025-05", b"Tracebac"]

@@ -27,8 +27,11 @@ class _Paths(dict[str, str]):
     with what to run; merely importing this module (for `-m "not real_server"`) never does."""
 
     def __getitem__(self, key: str) -> str:
-        missing = [k for k in ("BOOTWATCH_VLLM_PY", "BOOTWATCH_LLAMA_SERVER", "BOOTWATCH_TINY_MODEL")
-                   if not self.get(k) or not Path(self.get(k, "")).exists()]
+        missing = [
+            k
+            for k in ("BOOTWATCH_VLLM_PY", "BOOTWATCH_LLAMA_SERVER", "BOOTWATCH_TINY_MODEL")
+            if not self.get(k) or not Path(self.get(k, "")).exists()
+        ]
         if missing:
             pytest.fail(f"real servers are not prepared ({', '.join(missing)}): run scripts/real-servers prepare")
         return super().__getitem__(key)
@@ -55,19 +58,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def vllm_cmd(port: int, model: str | None = None, args: tuple[str, ...] = (), env: tuple[str, ...] = (),
-             kv_bytes: bool = True) -> list[str]:
+def vllm_cmd(
+    port: int, model: str | None = None, args: tuple[str, ...] = (), env: tuple[str, ...] = (), kv_bytes: bool = True
+) -> list[str]:
     """The recommended vLLM CPU command of ../shared/real-servers.md, on the project's tiny model."""
     kv = ["--kv-cache-memory-bytes", "1073741824"] if kv_bytes else []
-    return ["env", "HF_HUB_OFFLINE=1", f"VLLM_CACHE_ROOT={PATHS['BOOTWATCH_VLLM_CACHE_ROOT']}", *env,
-            PATHS["BOOTWATCH_VLLM_PY"], "-m", "vllm.entrypoints.openai.api_server",
-            "--model", model or PATHS["BOOTWATCH_TINY_MODEL"], "--served-model-name", "tiny", "--host", "127.0.0.1",
-            "--port", str(port), *kv, "--enforce-eager", *args]
+    return [
+        "env",
+        "HF_HUB_OFFLINE=1",
+        f"VLLM_CACHE_ROOT={PATHS['BOOTWATCH_VLLM_CACHE_ROOT']}",
+        *env,
+        PATHS["BOOTWATCH_VLLM_PY"],
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model or PATHS["BOOTWATCH_TINY_MODEL"],
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *kv,
+        "--enforce-eager",
+        *args,
+    ]
 
 
 def llama_cmd(port: int, gguf: str | None = None, ctx: str = "512") -> list[str]:
-    return [PATHS["BOOTWATCH_LLAMA_SERVER"], "-m", gguf or PATHS["BOOTWATCH_TINY_GGUF"], "--host", "127.0.0.1",
-            "--port", str(port), "-c", ctx]
+    return [
+        PATHS["BOOTWATCH_LLAMA_SERVER"],
+        "-m",
+        gguf or PATHS["BOOTWATCH_TINY_GGUF"],
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        ctx,
+    ]
 
 
 def bw(*args: str, timeout: float = 300) -> tuple[int, list[dict], float]:
@@ -91,8 +120,9 @@ def _servers() -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info.get("cmdline") or []
-        if cmd and (cmd[0].startswith(cache) or cmd[0].startswith("VLLM::") or
-                    (len(cmd) > 1 and cmd[1].startswith(cache))):
+        if cmd and (
+            cmd[0].startswith(cache) or cmd[0].startswith("VLLM::") or (len(cmd) > 1 and cmd[1].startswith(cache))
+        ):
             out.append(p)
     return out
 
@@ -105,8 +135,9 @@ def no_server_left():
 
 def test_vllm_ready_with_phases_facts_and_verify(tmp_path: Path) -> None:
     port = free_port()
-    code, events, took = bw("run", "--log", str(tmp_path / "vllm.log"), "--json", "--verify", "--then", "true", "--",
-                            *vllm_cmd(port))
+    code, events, took = bw(
+        "run", "--log", str(tmp_path / "vllm.log"), "--json", "--verify", "--then", "true", "--", *vllm_cmd(port)
+    )
     s = summary(events)
     assert code == 0 and s["verdict"] == "ready", s.get("failure")
     assert s["engine"] == "vllm" and s["engine_version"] == "0.32.0"
@@ -122,9 +153,21 @@ def test_vllm_ready_with_phases_facts_and_verify(tmp_path: Path) -> None:
 
 def test_llama_server_refused_then_503_then_200(tmp_path: Path) -> None:
     port = free_port()
-    code, events, _ = bw("run", "--log", str(tmp_path / "llama.log"), "--json", "--url",
-                         f"http://127.0.0.1:{port}/health", "--verify", "--then", "true", "--timeout", "120", "--",
-                         *llama_cmd(port, ctx="4000000"))
+    code, events, _ = bw(
+        "run",
+        "--log",
+        str(tmp_path / "llama.log"),
+        "--json",
+        "--url",
+        f"http://127.0.0.1:{port}/health",
+        "--verify",
+        "--then",
+        "true",
+        "--timeout",
+        "120",
+        "--",
+        *llama_cmd(port, ctx="4000000"),
+    )
     s = summary(events)
     assert code == 0 and s["engine"] == "llamacpp", s.get("failure")
     health = [e["value"] for e in events if e["event"] == "fact" and e["name"] == "health"]
@@ -139,8 +182,11 @@ def test_vllm_failures(case: str, tmp_path: Path) -> None:
     other = None
     model, args, env, want = None, (), (), ""
     if case == "port_in_use":
-        other = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        other = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(0.5)
         want = "OSError: [Errno 98] Address already in use"
     elif case == "bad_config":
@@ -169,8 +215,14 @@ def test_vllm_failures(case: str, tmp_path: Path) -> None:
 
 def test_llama_server_truncated_gguf(tmp_path: Path) -> None:
     port = free_port()
-    code, events, _ = bw("run", "--log", str(tmp_path / "l.log"), "--json", "--",
-                         *llama_cmd(port, PATHS["BOOTWATCH_TINY_GGUF_TRUNCATED"]))
+    code, events, _ = bw(
+        "run",
+        "--log",
+        str(tmp_path / "l.log"),
+        "--json",
+        "--",
+        *llama_cmd(port, PATHS["BOOTWATCH_TINY_GGUF_TRUNCATED"]),
+    )
     s = summary(events)
     assert code == 1 and s["failure"]["text"].startswith("llama_model_load: error loading model: tensor")
     assert s["failure"]["category"] == "weights"
@@ -178,16 +230,18 @@ def test_llama_server_truncated_gguf(tmp_path: Path) -> None:
 
 def test_vllm_engine_killed_after_ready_is_a_runtime_failure(tmp_path: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([*BOOTWATCH, "run", "--log", str(tmp_path / "v.log"), "--json", "--", *vllm_cmd(port)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*BOOTWATCH, "run", "--log", str(tmp_path / "v.log"), "--json", "--", *vllm_cmd(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     lines: list[dict] = []
     assert proc.stdout is not None
     for raw in proc.stdout:
         lines.append(json.loads(raw))
         if lines[-1]["event"] == "ready":
             break
-    engine = [p for p in psutil.Process(proc.pid).children(recursive=True)
-              if "EngineCore" in " ".join(p.cmdline()[:1])]
+    engine = [p for p in psutil.Process(proc.pid).children(recursive=True) if "EngineCore" in " ".join(p.cmdline()[:1])]
     assert engine, "no VLLM::EngineCore process found"
     killed = time.time()
     engine[0].kill()
@@ -209,11 +263,13 @@ def test_watch_a_server_started_separately(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "sep.log"
     with log.open("wb") as f:
-        server = subprocess.Popen(llama_cmd(port, ctx="4000000"), stdout=f, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        server = subprocess.Popen(
+            llama_cmd(port, ctx="4000000"), stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
-        code, events, _ = bw("watch", str(log), "--json", "--url", f"http://127.0.0.1:{port}/health",
-                             "--timeout", "120")
+        code, events, _ = bw(
+            "watch", str(log), "--json", "--url", f"http://127.0.0.1:{port}/health", "--timeout", "120"
+        )
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

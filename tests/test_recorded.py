@@ -39,8 +39,14 @@ def test_recorded_vllm_facts_and_phases() -> None:
     s = analyze_path(REC / "vllm-cpu-0.32-ready.log")
     assert s["engine_version"] == "0.32.0"
     assert s["facts"]["kv_cache_tokens"] == 1048576 and s["facts"]["context_length"] == 2048
-    assert [p["name"] for p in s["phases"]] == ["start", "config", "distributed_init", "load_weights", "kv_cache",
-                                                "ready"]
+    assert [p["name"] for p in s["phases"]] == [
+        "start",
+        "config",
+        "distributed_init",
+        "load_weights",
+        "kv_cache",
+        "ready",
+    ]
     assert "cuda_graph_disabled" in {w["kind"] for w in s["warnings"]}
 
 

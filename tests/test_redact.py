@@ -33,22 +33,42 @@ def test_each_secret_is_masked_and_the_rest_kept(line: str, want: str) -> None:
 
 def test_the_corpus_covers_every_kind_of_secret() -> None:
     text = "\n".join(line for line, _ in SECRETS)
-    for needle in ("--api-key ", "--api-key=", "--token ", "--hf-token ", "--password ", "--secret=", "-key ",
-                   "hf_", "sk-", "sk-ant-", "Bearer ", "Authorization:", "AWS_SECRET_ACCESS_KEY=", "_TOKEN=",
-                   "_KEY=", "://user:", "api_key': '", "api_key='"):
+    for needle in (
+        "--api-key ",
+        "--api-key=",
+        "--token ",
+        "--hf-token ",
+        "--password ",
+        "--secret=",
+        "-key ",
+        "hf_",
+        "sk-",
+        "sk-ant-",
+        "Bearer ",
+        "Authorization:",
+        "AWS_SECRET_ACCESS_KEY=",
+        "_TOKEN=",
+        "_KEY=",
+        "://user:",
+        "api_key': '",
+        "api_key='",
+    ):
         assert needle in text, needle
 
 
-@pytest.mark.parametrize("line", [
-    "INFO 04-27 15:04:49 [scheduler.py:228] Chunked prefill is enabled with max_num_batched_tokens=8192.",
-    "python -m vllm serve m --max-num-batched-tokens 8192 --max-tokens 16 --tokenizer t --port 8000",
-    "Using tokenizer config: eos_token='</s>', pad_token='<pad>', bos_token_id=1",
-    "pip install hf_transfer; from huggingface_hub import hf_hub_download",
-    "Downloading https://huggingface.co/m/resolve/main/model.safetensors",
-    "server_args=ServerArgs(api_key=None, hf_token=None, max_total_tokens=None)",
-    "task-0123456789 finished; disk-0123456789 mounted; KV cache keys: 1024",
-    "--api-key --port 8000",  # a flag with no value: the next flag is not its value
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO 04-27 15:04:49 [scheduler.py:228] Chunked prefill is enabled with max_num_batched_tokens=8192.",
+        "python -m vllm serve m --max-num-batched-tokens 8192 --max-tokens 16 --tokenizer t --port 8000",
+        "Using tokenizer config: eos_token='</s>', pad_token='<pad>', bos_token_id=1",
+        "pip install hf_transfer; from huggingface_hub import hf_hub_download",
+        "Downloading https://huggingface.co/m/resolve/main/model.safetensors",
+        "server_args=ServerArgs(api_key=None, hf_token=None, max_total_tokens=None)",
+        "task-0123456789 finished; disk-0123456789 mounted; KV cache keys: 1024",
+        "--api-key --port 8000",  # a flag with no value: the next flag is not its value
+    ],
+)
 def test_lines_without_secrets_are_left_alone(line: str) -> None:
     assert redact(line) == line
 
@@ -60,7 +80,7 @@ def test_json_values_are_redacted_deeply_and_keys_kept() -> None:
     assert out["n"] == 3 and out["ok"] is True and out["ctx"][1] is None and out["text"] == "--api-key ***"
 
 
-@pytest.mark.parametrize("line", ["a-" * 64000, "'api_key': [" * 10000, "--api-key \"" * 10000, "a:b@" * 32000])
+@pytest.mark.parametrize("line", ["a-" * 64000, "'api_key': [" * 10000, '--api-key "' * 10000, "a:b@" * 32000])
 def test_long_hostile_lines_take_linear_time(line: str) -> None:
     # A log line can be 128 KiB; a pattern that backtracks quadratically would take seconds (minutes at
     # worst). The bound is loose on purpose: a loaded CI machine, not a benchmark.

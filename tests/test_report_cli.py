@@ -16,8 +16,9 @@ BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*BOOTWATCH, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "120"})
+    return subprocess.run(
+        [*BOOTWATCH, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"}
+    )
 
 
 def test_report_json_matches_spec_shape() -> None:
@@ -127,8 +128,18 @@ def test_report_of_many_appended_launches_reads_only_the_last(tmp_path: Path) ->
         log.write_bytes(b"".join(p.read_bytes() for p in logs) * 2 + tail.read_bytes())
         fast, full = analyze_path(log), analyze_path(log, exhaustive=True)
         assert fast.get("skipped_bytes", 0) > 0
-        for key in ("verdict", "engine", "engine_version", "ready", "failure", "phases", "facts", "warnings",
-                    "launch_start_line", "last_line_no"):
+        for key in (
+            "verdict",
+            "engine",
+            "engine_version",
+            "ready",
+            "failure",
+            "phases",
+            "facts",
+            "warnings",
+            "launch_start_line",
+            "last_line_no",
+        ):
             assert fast[key] == full[key], (tail.name, key)
 
 

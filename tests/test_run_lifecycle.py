@@ -59,10 +59,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_run(tmp_path: Path, *args: str, server: list[str], pidfile: Path | None = None,
-              **popen: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--json", *args, "--", *server],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)  # type: ignore[call-overload]
+def start_run(
+    tmp_path: Path, *args: str, server: list[str], pidfile: Path | None = None, **popen: object
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--json", *args, "--", *server],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )  # type: ignore[call-overload]
 
 
 def wait_for(path: Path, timeout: float = 30.0) -> str:
@@ -99,12 +105,19 @@ def events_of(out: str) -> list[dict]:
 
 
 # ---- stop signals ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129),
-                                      (signal.SIGQUIT, 131)], ids=lambda x: str(x))
+@pytest.mark.parametrize(
+    "sig,code",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)],
+    ids=lambda x: str(x),
+)
 def test_a_stop_signal_stops_the_server_group_and_exits_128_plus_n(tmp_path: Path, sig: int, code: int) -> None:
     pidfile = tmp_path / "pids"
-    proc = start_run(tmp_path, server=fake(READY_SGLANG, "--lines", "5", "--then", "hang", "--child",
-                                           "bwtest-child", "--pidfile", str(pidfile)))
+    proc = start_run(
+        tmp_path,
+        server=fake(
+            READY_SGLANG, "--lines", "5", "--then", "hang", "--child", "bwtest-child", "--pidfile", str(pidfile)
+        ),
+    )
     server = pids_in(pidfile)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
@@ -116,8 +129,10 @@ def test_a_stop_signal_stops_the_server_group_and_exits_128_plus_n(tmp_path: Pat
 
 def test_a_second_ctrl_c_skips_the_grace_of_a_server_that_ignores_sigint(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
-    proc = start_run(tmp_path, server=fake(READY_SGLANG, "--lines", "5", "--then", "hang", "--sigint", "ignore",
-                                           "--pidfile", str(pidfile)))
+    proc = start_run(
+        tmp_path,
+        server=fake(READY_SGLANG, "--lines", "5", "--then", "hang", "--sigint", "ignore", "--pidfile", str(pidfile)),
+    )
     server = pids_in(pidfile)
     proc.send_signal(signal.SIGINT)
     time.sleep(1.0)
@@ -133,8 +148,10 @@ def test_a_second_ctrl_c_skips_the_grace_of_a_server_that_ignores_sigint(tmp_pat
 def test_sigterm_during_then_stops_the_command_and_the_server(tmp_path: Path) -> None:
     pidfile, thenpid = tmp_path / "pids", tmp_path / "then"
     # The command's own child (a sleep) is in the command's process group: it must go too.
-    cmd = (f"{sys.executable} -c 'import time; time.sleep(300)' bwtest-then & echo $$ $! > {thenpid}.tmp; "
-           f"mv {thenpid}.tmp {thenpid}; wait")
+    cmd = (
+        f"{sys.executable} -c 'import time; time.sleep(300)' bwtest-then & echo $$ $! > {thenpid}.tmp; "
+        f"mv {thenpid}.tmp {thenpid}; wait"
+    )
     proc = start_run(tmp_path, "--then", cmd, server=fake(READY_VLLM, "--then", "serve", "--pidfile", str(pidfile)))
     then_pids = pids_in(thenpid)
     server = pids_in(pidfile)
@@ -149,8 +166,12 @@ def test_sigterm_during_then_stops_the_command_and_the_server(tmp_path: Path) ->
 def test_sigkill_of_bootwatch_the_guard_stops_the_whole_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     # The child is the server's, not bootwatch's: PR_SET_PDEATHSIG does not reach it, the guard does.
-    proc = start_run(tmp_path, server=fake(READY_SGLANG, "--lines", "5", "--then", "hang", "--child",
-                                           "bwtest-child", "--pidfile", str(pidfile)))
+    proc = start_run(
+        tmp_path,
+        server=fake(
+            READY_SGLANG, "--lines", "5", "--then", "hang", "--child", "bwtest-child", "--pidfile", str(pidfile)
+        ),
+    )
     server = pids_in(pidfile)
     proc.kill()
     proc.communicate(timeout=30)
@@ -160,8 +181,9 @@ def test_sigkill_of_bootwatch_the_guard_stops_the_whole_group(tmp_path: Path) ->
 def test_sigkill_of_bootwatch_with_keep_before_ready_the_guard_stops_the_server(tmp_path: Path) -> None:
     # --keep: no PR_SET_PDEATHSIG (the server may have to outlive bootwatch), so only the guard acts.
     pidfile = tmp_path / "pids"
-    proc = start_run(tmp_path, "--keep", server=fake(READY_SGLANG, "--lines", "5", "--then", "hang",
-                                                     "--pidfile", str(pidfile)))
+    proc = start_run(
+        tmp_path, "--keep", server=fake(READY_SGLANG, "--lines", "5", "--then", "hang", "--pidfile", str(pidfile))
+    )
     server = pids_in(pidfile)
     proc.kill()
     proc.communicate(timeout=30)
@@ -170,8 +192,10 @@ def test_sigkill_of_bootwatch_with_keep_before_ready_the_guard_stops_the_server(
 
 def test_sigkill_of_bootwatch_during_then_stops_the_command(tmp_path: Path) -> None:
     pidfile, thenpid = tmp_path / "pids", tmp_path / "then"
-    cmd = (f"{sys.executable} -c 'import time; time.sleep(300)' bwtest-then & echo $$ $! > {thenpid}.tmp; "
-           f"mv {thenpid}.tmp {thenpid}; wait")
+    cmd = (
+        f"{sys.executable} -c 'import time; time.sleep(300)' bwtest-then & echo $$ $! > {thenpid}.tmp; "
+        f"mv {thenpid}.tmp {thenpid}; wait"
+    )
     proc = start_run(tmp_path, "--then", cmd, server=fake(READY_VLLM, "--then", "serve", "--pidfile", str(pidfile)))
     then_pids = pids_in(thenpid)
     server = pids_in(pidfile)
@@ -183,9 +207,20 @@ def test_sigkill_of_bootwatch_during_then_stops_the_command(tmp_path: Path) -> N
 def test_detach_and_keep_release_the_guard(tmp_path: Path) -> None:
     for how in (["--detach"], ["--keep", "--then", "true"]):
         pidfile = tmp_path / f"pids{len(how)}"
-        p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / f"r{len(how)}.log"), *how, "--",
-                            *fake(READY_VLLM, "--then", "serve", "--pidfile", str(pidfile))],
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            [
+                *BOOTWATCH,
+                "run",
+                "--log",
+                str(tmp_path / f"r{len(how)}.log"),
+                *how,
+                "--",
+                *fake(READY_VLLM, "--then", "serve", "--pidfile", str(pidfile)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 0, p.stderr
         server = pids_in(pidfile)
         try:
@@ -202,8 +237,22 @@ def test_stopping_signals_the_group_once_and_a_member_that_left_it(tmp_path: Pat
     the group (setsid) is signalled on its own."""
     pidfile = tmp_path / "pids"
     log = tmp_path / "r.log"
-    proc = start_run(tmp_path, server=fake(READY_SGLANG, "--lines", "5", "--then", "hang", "--sigint", "count",
-                                           "--daemon-child", "bwtest-daemon", "--pidfile", str(pidfile)))
+    proc = start_run(
+        tmp_path,
+        server=fake(
+            READY_SGLANG,
+            "--lines",
+            "5",
+            "--then",
+            "hang",
+            "--sigint",
+            "count",
+            "--daemon-child",
+            "bwtest-daemon",
+            "--pidfile",
+            str(pidfile),
+        ),
+    )
     pids = pids_in(pidfile)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
@@ -229,15 +278,20 @@ BAD = [
 
 
 @pytest.mark.parametrize("args,server_args,message", BAD, ids=[" ".join(a + s) for a, s, _ in BAD])
-def test_bad_arguments_exit_2_and_start_nothing(tmp_path: Path, args: list[str], server_args: list[str],
-                                                message: str) -> None:
+def test_bad_arguments_exit_2_and_start_nothing(
+    tmp_path: Path, args: list[str], server_args: list[str], message: str
+) -> None:
     os.mkfifo(tmp_path / "fifo")
     marker = tmp_path / "started"
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if "--log" not in args:
         args += ["--log", str(tmp_path / "r.log")]
-    p = subprocess.run([*BOOTWATCH, "run", *args, "--", "sh", "-c", f"touch {marker}", "sh", *server_args],
-                       capture_output=True, text=True, timeout=30)
+    p = subprocess.run(
+        [*BOOTWATCH, "run", *args, "--", "sh", "-c", f"touch {marker}", "sh", *server_args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert p.returncode == 2, p.stderr
     assert message in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
@@ -249,18 +303,40 @@ def test_bad_arguments_exit_2_and_start_nothing(tmp_path: Path, args: list[str],
 def test_guessed_url_brackets_an_ipv6_host(tmp_path: Path) -> None:
     port = free_port()
     # The log never says ready: the probe of the URL guessed from --host ::1 --port P must find it.
-    code = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--json", "--timeout", "30",
-                           "--then", "true", "--", *fake(READY_SGLANG, "--lines", "12", "--then", "serve",
-                                                         "--host", "::1", "--port", str(port))],
-                          capture_output=True, text=True, timeout=60)
+    code = subprocess.run(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "r.log"),
+            "--json",
+            "--timeout",
+            "30",
+            "--then",
+            "true",
+            "--",
+            *fake(READY_SGLANG, "--lines", "12", "--then", "serve", "--host", "::1", "--port", str(port)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert code.returncode == 0, code.stderr
     health = [e for e in events_of(code.stdout) if e["event"] == "fact" and e.get("name") == "health"]
     assert health and health[-1]["url"] == f"http://[::1]:{port}/health" and health[-1]["value"] == "200"
 
 
 def test_default_log_files_are_unique(tmp_path: Path) -> None:
-    runs = [subprocess.Popen([*BOOTWATCH, "run", "--json", "--", "echo", "hello"], cwd=tmp_path,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    runs = [
+        subprocess.Popen(
+            [*BOOTWATCH, "run", "--json", "--", "echo", "hello"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     for r in runs:
         r.communicate(timeout=60)
     logs = sorted(tmp_path.glob("bootwatch-echo-*.log"))
@@ -271,9 +347,14 @@ def test_default_log_files_are_unique(tmp_path: Path) -> None:
 def test_run_follows_the_file_it_gave_the_server_across_a_logrotate(tmp_path: Path) -> None:
     log = tmp_path / "r.log"
     pidfile = tmp_path / "pids"
-    proc = start_run(tmp_path, "--timeout", "30", "--then", "true",
-                     server=fake(READY_VLLM, "--scale", "1", "--max-gap", "0.1", "--pidfile", str(pidfile),
-                                 "--then", "serve"))
+    proc = start_run(
+        tmp_path,
+        "--timeout",
+        "30",
+        "--then",
+        "true",
+        server=fake(READY_VLLM, "--scale", "1", "--max-gap", "0.1", "--pidfile", str(pidfile), "--then", "serve"),
+    )
     wait_for(pidfile)
     while log.stat().st_size == 0:
         time.sleep(0.01)
@@ -294,8 +375,9 @@ def test_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     r, w = os.pipe()
     os.close(r)  # `| head -1` that has already left
     try:
-        p = subprocess.run([*BOOTWATCH, "report", str(READY_VLLM)], stdout=w, stderr=subprocess.PIPE, text=True,
-                           timeout=60)
+        p = subprocess.run(
+            [*BOOTWATCH, "report", str(READY_VLLM)], stdout=w, stderr=subprocess.PIPE, text=True, timeout=60
+        )
     finally:
         os.close(w)
     assert p.stderr == "" and p.returncode == 141
@@ -303,9 +385,22 @@ def test_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
 
 # ---- --then is part of the record ------------------------------------------------------------------
 def test_then_with_json_keeps_stdout_json_and_records_the_command_last(tmp_path: Path) -> None:
-    p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--json", "--then",
-                        "echo not-json; exit 3", "--", *fake(READY_VLLM, "--then", "serve")],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "r.log"),
+            "--json",
+            "--then",
+            "echo not-json; exit 3",
+            "--",
+            *fake(READY_VLLM, "--then", "serve"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 3
     events = events_of(p.stdout)  # every line of stdout is JSON
     assert "not-json" in p.stderr
@@ -316,8 +411,21 @@ def test_then_with_json_keeps_stdout_json_and_records_the_command_last(tmp_path:
 
 
 def test_then_failure_is_named_in_text_mode(tmp_path: Path) -> None:
-    p = subprocess.run([*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--then", "exit 3", "--",
-                        *fake(READY_VLLM, "--then", "serve")], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "r.log"),
+            "--then",
+            "exit 3",
+            "--",
+            *fake(READY_VLLM, "--then", "serve"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 3 and "--then command exited 3" in p.stdout
 
 
@@ -325,8 +433,12 @@ def test_watch_then_with_json(tmp_path: Path) -> None:
     log = tmp_path / "w.log"
     subprocess.run(fake(READY_VLLM, "--out", str(log), "--scale", "0"), check=True, timeout=60)
     log.write_bytes(b"")  # a fresh launch is written below, while watch follows
-    watcher = subprocess.Popen([*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30", "--then",
-                                "echo from-then; exit 5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30", "--then", "echo from-then; exit 5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.5)
     subprocess.run(fake(READY_VLLM, "--out", str(log), "--scale", "0"), check=True, timeout=60)
     out, err = watcher.communicate(timeout=60)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bootwatch.pipeline import Analyzer, analyze_path
 from bootwatch.engines import load_rulebook
 from bootwatch.lines import Normalizer
+from bootwatch.pipeline import Analyzer, analyze_path
 from bootwatch.serving.aggregate import _quantile
 from bootwatch.serving.detectors import (
     Context,
@@ -42,24 +42,44 @@ def _read(engine: str, raw: str) -> ServingSample | None:
 def test_stats_rules_read_the_numbers_of_real_lines() -> None:
     s = _read("sglang", DFLASH.read_bytes().decode().split("\n")[187])
     assert s is not None and (s.kind, s.running, s.queued, s.accept_len, s.accept_rate, s.gen_tps, s.kv_usage) == (
-        "decode", 1, 0, 2.75, 0.12, 0.10, 0.0)
-    s = _read("sglang", "[2026-01-14 12:10:06 DP19 TP19 EP19] Decode batch, #running-req: 26, #token: 100864, "
-              "token usage: 0.80, accept len: 2.67, accept rate: 0.89, pre-allocated usage: 0.00, #prealloc-req: 0, "
-              "#transfer-req: 0, #retracted-req: 0, npu graph: True, gen throughput (token/s): 593.30, #queue-req: 0, ")
+        "decode",
+        1,
+        0,
+        2.75,
+        0.12,
+        0.10,
+        0.0,
+    )
+    s = _read(
+        "sglang",
+        "[2026-01-14 12:10:06 DP19 TP19 EP19] Decode batch, #running-req: 26, #token: 100864, "
+        "token usage: 0.80, accept len: 2.67, accept rate: 0.89, pre-allocated usage: 0.00, #prealloc-req: 0, "
+        "#transfer-req: 0, #retracted-req: 0, npu graph: True, gen throughput (token/s): 593.30, #queue-req: 0, ",
+    )
     assert s is not None and (s.running, s.kv_usage, s.accept_len, s.gen_tps, s.proc) == (26, 0.8, 2.67, 593.3, "TP19")
-    s = _read("vllm", "(APIServer pid=523647) INFO 04-27 15:10:24 [loggers.py:236] Engine 000: Avg prompt throughput: "
-              "2414.0 tokens/s, Avg generation throughput: 145.5 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV "
-              "cache usage: 5.5%, Prefix cache hit rate: 7.3%")
+    s = _read(
+        "vllm",
+        "(APIServer pid=523647) INFO 04-27 15:10:24 [loggers.py:236] Engine 000: Avg prompt throughput: "
+        "2414.0 tokens/s, Avg generation throughput: 145.5 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV "
+        "cache usage: 5.5%, Prefix cache hit rate: 7.3%",
+    )
     assert s is not None and (s.running, s.queued, s.gen_tps, s.prompt_tps, s.kv_usage) == (8, 0, 145.5, 2414.0, 0.055)
-    s = _read("vllm", "(APIServer pid=23283) INFO 08-01 21:24:09 [metrics.py:120] SpecDecoding metrics: Mean "
-              "acceptance length: 3.62, Accepted throughput: 2.87 tokens/s, Drafted throughput: 16.42 tokens/s, "
-              "Accepted: 76 tokens, Drafted: 435 tokens, Per-position acceptance rate: 0.5")
+    s = _read(
+        "vllm",
+        "(APIServer pid=23283) INFO 08-01 21:24:09 [metrics.py:120] SpecDecoding metrics: Mean "
+        "acceptance length: 3.62, Accepted throughput: 2.87 tokens/s, Drafted throughput: 16.42 tokens/s, "
+        "Accepted: 76 tokens, Drafted: 435 tokens, Per-position acceptance rate: 0.5",
+    )
     assert s is not None and (s.kind, s.accept_len, s.accepted, s.drafted) == ("spec", 3.62, 76, 435)
-    s = _read("llamacpp", "slot print_timing: id  0 | task 0 |        eval time =    3429.08 ms /    43 tokens "
-              "(   79.75 ms per token,    12.54 tokens per second)")
+    s = _read(
+        "llamacpp",
+        "slot print_timing: id  0 | task 0 |        eval time =    3429.08 ms /    43 tokens "
+        "(   79.75 ms per token,    12.54 tokens per second)",
+    )
     assert s is not None and (s.kind, s.gen_tps) == ("timing", 12.54)
-    s = _read("llamacpp", "2026-05-14 22:40:29.046 | draft acceptance rate = 0.98260 ( 1186 accepted /  1207 "
-              "generated)")
+    s = _read(
+        "llamacpp", "2026-05-14 22:40:29.046 | draft acceptance rate = 0.98260 ( 1186 accepted /  1207 generated)"
+    )
     assert s is not None and (s.accept_rate, s.accepted, s.drafted) == (0.9826, 1186, 1207)
     tgi = [x for x in (FIXTURES / "real_lines" / "tgi.log").read_text("utf-8").splitlines() if x.endswith("Success")]
     s = _read("tgi", tgi[0])
@@ -71,8 +91,11 @@ def _decode_numbers(path: Path) -> tuple[list[float], list[float]]:
     tps, acc, ready = [], [], False
     for line in path.read_bytes().decode().split("\n"):
         ready = ready or "The server is fired up and ready to roll!" in line
-        m = re.search(r"Decode batch, #running-req: (\d+),.*?accept len: ([\d.]+),.*gen throughput \(token/s\): "
-                      r"([\d.]+)", line)
+        m = re.search(
+            r"Decode batch, #running-req: (\d+),.*?accept len: ([\d.]+),.*gen throughput \(token/s\): "
+            r"([\d.]+)",
+            line,
+        )
         if ready and m:
             acc.append(float(m[2]))
             if int(m[1]) > 0:
@@ -113,9 +136,11 @@ def test_capacity_cut_is_caught_at_the_first_decode_line_that_hits_the_cap() -> 
     ready = next(i for i, x in enumerate(lines) if b"fired up and ready to roll" in x)
     a = Analyzer()
     a.feed(b"\n".join(lines[: ready + 1]) + b"\n")
-    fmt = ("[2026-08-02 00:10:0{s}] Decode batch, #running-req: {r}, #full token: 9000, full token usage: 0.05, "
-           "#swa token: 900, swa token usage: 0.01, accept len: 2.80, accept rate: 0.13, cuda graph: True, "
-           "gen throughput (token/s): 80.00, #queue-req: {q}\n")
+    fmt = (
+        "[2026-08-02 00:10:0{s}] Decode batch, #running-req: {r}, #full token: 9000, full token usage: 0.05, "
+        "#swa token: 900, swa token usage: 0.01, accept len: 2.80, accept rate: 0.13, cuda graph: True, "
+        "gen throughput (token/s): 80.00, #queue-req: {q}\n"
+    )
     events = []
     for s, (r, q) in enumerate([(40, 0), (48, 0), (48, 12), (48, 30)]):
         events.append(a.feed(fmt.format(s=s, r=r, q=q).encode()))
@@ -188,21 +213,23 @@ def test_jit_dip_is_tied_to_the_jit_line() -> None:
 
 
 def test_scrape_turns_counters_into_rates_and_acceptance() -> None:
-    page = ("# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running gauge\n"
-            'vllm:num_requests_running{{model_name="tiny"}} {r}\n'
-            "# TYPE vllm:num_requests_waiting gauge\n"
-            'vllm:num_requests_waiting{{model_name="tiny"}} 3.0\n'
-            "# TYPE vllm:kv_cache_usage_perc gauge\n"
-            'vllm:kv_cache_usage_perc{{model_name="tiny"}} 0.25\n'
-            "# TYPE vllm:generation_tokens counter\n"
-            'vllm:generation_tokens_total{{model_name="tiny"}} {g}\n'
-            'vllm:generation_tokens_created{{model_name="tiny"}} 1.7e9\n'
-            "# TYPE vllm:spec_decode_num_drafts counter\n"
-            'vllm:spec_decode_num_drafts_total{{model_name="tiny"}} {d}\n'
-            "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
-            'vllm:spec_decode_num_accepted_tokens_total{{model_name="tiny"}} {a}\n'
-            "# TYPE vllm:spec_decode_num_draft_tokens counter\n"
-            'vllm:spec_decode_num_draft_tokens_total{{model_name="tiny"}} {dt}\n')
+    page = (
+        "# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{{model_name="tiny"}} {r}\n'
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{{model_name="tiny"}} 3.0\n'
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{{model_name="tiny"}} 0.25\n'
+        "# TYPE vllm:generation_tokens counter\n"
+        'vllm:generation_tokens_total{{model_name="tiny"}} {g}\n'
+        'vllm:generation_tokens_created{{model_name="tiny"}} 1.7e9\n'
+        "# TYPE vllm:spec_decode_num_drafts counter\n"
+        'vllm:spec_decode_num_drafts_total{{model_name="tiny"}} {d}\n'
+        "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
+        'vllm:spec_decode_num_accepted_tokens_total{{model_name="tiny"}} {a}\n'
+        "# TYPE vllm:spec_decode_num_draft_tokens counter\n"
+        'vllm:spec_decode_num_draft_tokens_total{{model_name="tiny"}} {dt}\n'
+    )
     sc = Scrape("vllm")
     first = sc.sample(parse(page.format(r=4, g=100, d=10, a=10, dt=30)), 10.0)
     assert first is not None and (first.running, first.queued, first.kv_usage, first.gen_tps) == (4, 3, 0.25, None)

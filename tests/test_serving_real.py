@@ -49,14 +49,19 @@ def _follow(cmd: list[str], load: Any, settle_s: float = 4.0) -> list[dict]:
 
 def test_vllm_under_load_log_and_metrics_agree() -> None:
     port = free_port()
-    cmd = ["--log", f"/tmp/bw-serving-vllm-{port}.log", "--url", f"http://127.0.0.1:{port}/health", "--",
-           *vllm_cmd(port, args=("--max-num-seqs", "2"), env=("VLLM_LOG_STATS_INTERVAL=1",))]
+    cmd = [
+        "--log",
+        f"/tmp/bw-serving-vllm-{port}.log",
+        "--url",
+        f"http://127.0.0.1:{port}/health",
+        "--",
+        *vllm_cmd(port, args=("--max-num-seqs", "2"), env=("VLLM_LOG_STATS_INTERVAL=1",)),
+    ]
     # ~10 s of generation on the tiny model (about 4000 tokens/s on 2 cores): several scrapes and log lines.
     n, length = 6, 1536
     body = {"model": "tiny", "prompt": "hello", "max_tokens": length, "ignore_eos": True, "temperature": 0}
     tokens: list[int] = []
-    events = _follow(cmd, lambda: tokens.extend(asyncio.run(_load(f"http://127.0.0.1:{port}/v1/completions",
-                                                                      body, n))))
+    events = _follow(cmd, lambda: tokens.extend(asyncio.run(_load(f"http://127.0.0.1:{port}/v1/completions", body, n))))
     assert sum(tokens) == n * length
     serving = [e for e in events if e["event"] == "serving"]
     log = [e for e in serving if e["source"] == "log"]
@@ -76,8 +81,17 @@ def test_vllm_under_load_log_and_metrics_agree() -> None:
 
 def test_llama_server_slot_timings_and_metrics() -> None:
     port = free_port()
-    cmd = ["--log", f"/tmp/bw-serving-llama-{port}.log", "--url", f"http://127.0.0.1:{port}/health", "--",
-           *llama_cmd(port, ctx="2048"), "--metrics", "-np", "2"]
+    cmd = [
+        "--log",
+        f"/tmp/bw-serving-llama-{port}.log",
+        "--url",
+        f"http://127.0.0.1:{port}/health",
+        "--",
+        *llama_cmd(port, ctx="2048"),
+        "--metrics",
+        "-np",
+        "2",
+    ]
     n = 6
     body = {"prompt": "hello", "n_predict": 48, "ignore_eos": True, "temperature": 0}
     events = _follow(cmd, lambda: asyncio.run(_load(f"http://127.0.0.1:{port}/completion", body, n)))

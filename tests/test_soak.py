@@ -24,8 +24,11 @@ from .conftest import CORPUS, HELPER, assert_none_left
 from .test_run_lifecycle import ours
 
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
-SOURCES = [CORPUS / "vllm/v0.11-elloraa-gloo-ready.log", CORPUS / "sglang/docs-2025-05-no-tp0-prefix-ready.log",
-           CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log"]
+SOURCES = [
+    CORPUS / "vllm/v0.11-elloraa-gloo-ready.log",
+    CORPUS / "sglang/docs-2025-05-no-tp0-prefix-ready.log",
+    CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log",
+]
 RUNS = 50
 AT_ONCE = 3
 SIGNALS = [signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
@@ -51,17 +54,36 @@ def one_run(i: int, seed: int, tmp: Path, env: dict[str, str]) -> Outcome:
     source = r.choice(SOURCES)
     # SIGINT is ignored until the stand-in sets its own handler: a Ctrl-C in the middle of Python's startup
     # would print a traceback into the log, and the log must be exactly the lines the stand-in wrote.
-    server = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", sys.executable, str(HELPER), str(source),
-              "--scale", f"{r.uniform(0.001, 0.02):.4f}", "--max-gap",
-              "0.05", "--then", r.choice(["hang", "serve", "exit:0", "exit:1"]), "--journal", str(journal),
-              "--pidfile", str(pidfile)]
+    server = [
+        "sh",
+        "-c",
+        'trap "" INT; exec "$@"',
+        "sh",
+        sys.executable,
+        str(HELPER),
+        str(source),
+        "--scale",
+        f"{r.uniform(0.001, 0.02):.4f}",
+        "--max-gap",
+        "0.05",
+        "--then",
+        r.choice(["hang", "serve", "exit:0", "exit:1"]),
+        "--journal",
+        str(journal),
+        "--pidfile",
+        str(pidfile),
+    ]
     if r.random() < 0.5:
         server += ["--child", "bwtest-soak-child"]
     extra = r.choice([[], ["--then", "sleep 0.3"], ["--keep", "--then", "true"]])
     t0 = time.monotonic()
-    proc = subprocess.Popen([*BOOTWATCH, "run", "--log", str(log), "--json", "--timeout", "60", "--stall", "1h",
-                             *extra, "--", *server], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen(
+        [*BOOTWATCH, "run", "--log", str(log), "--json", "--timeout", "60", "--stall", "1h", *extra, "--", *server],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     time.sleep(r.uniform(0.2, 2.5))
     target, sig = r.choice(["server", "bootwatch"]), r.choice(SIGNALS)
     server_procs: list[psutil.Process] = []
@@ -89,8 +111,9 @@ def one_run(i: int, seed: int, tmp: Path, env: dict[str, str]) -> Outcome:
         for p in server_procs:
             with contextlib.suppress(OSError):
                 os.killpg(p.pid, signal.SIGTERM)
-    return Outcome(i, log, journal, source, target, sig, proc.returncode, err, [p.pid for p in server_procs],
-                   time.monotonic() - t0)
+    return Outcome(
+        i, log, journal, source, target, sig, proc.returncode, err, [p.pid for p in server_procs], time.monotonic() - t0
+    )
 
 
 @pytest.mark.slow
@@ -105,8 +128,11 @@ def test_soak_random_kills_leave_nothing_running_and_lose_no_byte(tmp_path: Path
     while ours() and time.time() < deadline:
         time.sleep(0.2)
     left = {p.pid for p in ours()}
-    runs = [(o.i, o.target, signal.Signals(o.sig).name, o.returncode, o.server_pids, o.elapsed)
-            for o in outcomes if left & set(o.server_pids)]
+    runs = [
+        (o.i, o.target, signal.Signals(o.sig).name, o.returncode, o.server_pids, o.elapsed)
+        for o in outcomes
+        if left & set(o.server_pids)
+    ]
     assert_none_left(ours, f"processes of the soak's runs {where}: {runs}", grace_s=0.1)
 
     for o in outcomes:
@@ -122,15 +148,17 @@ def test_soak_random_kills_leave_nothing_running_and_lose_no_byte(tmp_path: Path
             assert o.returncode in (0, 1), what
         written = o.log.read_bytes() if o.log.exists() else b""
         source = o.source.read_bytes()
-        assert source.startswith(written) and (not written or written.endswith(b"\n")), \
+        assert source.startswith(written) and (not written or written.endswith(b"\n")), (
             f"{what}: the log is not what the server wrote"
+        )
         lines = written.count(b"\n")
         journaled = int(o.journal.read_text().strip() or 0) if o.journal.exists() else 0
         # The journal is written after each line: a kill between the two leaves it one behind.
         assert lines in (journaled, journaled + 1), f"{what}: {lines} lines in the log, {journaled} written"
 
-    p = subprocess.run([*BOOTWATCH, "history", "--json", "--limit", "1000"], env=env, capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        [*BOOTWATCH, "history", "--json", "--limit", "1000"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     sources = [json.loads(x)["source"] for x in p.stdout.splitlines()]
     for o in outcomes:

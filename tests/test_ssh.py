@@ -25,8 +25,9 @@ BIG = CORPUS / "vllm/v0.22-tp2-t4-lora-ready-shm-wait-then-worker-crash.log"
 
 def bw(config: Path, *args: str, timeout: float = 120) -> tuple[int, list[dict], str]:
     env = {**os.environ, "BOOTWATCH_SSH_CONFIG": str(config)}
-    p = subprocess.run([sys.executable, "-m", "bootwatch", *args], capture_output=True, text=True,
-                       timeout=timeout, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "bootwatch", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
     assert "Traceback" not in p.stderr, p.stderr
     return p.returncode, [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")], p.stderr
 
@@ -59,7 +60,7 @@ def test_dropped_connection_resumes_at_the_exact_byte(sshd, tmp_path: Path) -> N
     def write() -> None:
         with log.open("ab", buffering=0) as f:
             for i in range(0, len(data), 997):  # partial lines on purpose
-                f.write(data[i:i + 997])
+                f.write(data[i : i + 997])
                 time.sleep(0.01)
         done.set()
 
@@ -98,8 +99,7 @@ def test_hostile_path_is_data_not_a_command(sshd, tmp_path: Path) -> None:  # no
     weird.mkdir()
     log = weird / "server.log"
     log.write_bytes(READY.read_bytes())
-    code, events, _ = bw(sshd.config, "watch", f"ssh://{sshd.alias}{log}", "--json", "--from-start",
-                         "--timeout", "30")
+    code, events, _ = bw(sshd.config, "watch", f"ssh://{sshd.alias}{log}", "--json", "--from-start", "--timeout", "30")
     assert code == 0 and events[-1]["verdict"] == "ready"
     home = Path(os.path.expanduser("~"))
     for name in ("PWNED", "PWNED2", "PWNED3"):
@@ -127,8 +127,9 @@ def test_multi_node_failure_names_the_node(sshd, tmp_path: Path) -> None:  # noq
     lines = READY.read_bytes().split(b"\n")
     head.write_bytes(b"\n".join(lines[:12]) + b"\n")  # node 1 still loading
     worker.write_bytes(FAILED.read_bytes())  # node 2 (over ssh) died
-    code, events, _ = bw(sshd.config, "watch", str(head), f"ssh://{sshd.alias}{worker}", "--json", "--from-start",
-                         "--timeout", "60")
+    code, events, _ = bw(
+        sshd.config, "watch", str(head), f"ssh://{sshd.alias}{worker}", "--json", "--from-start", "--timeout", "60"
+    )
     s = events[-1]
     assert code == 1 and s["verdict"] == "failed"
     assert s["failure"]["node"] == sshd.alias and s["failure"]["text"].startswith("torch.OutOfMemoryError")
@@ -140,18 +141,30 @@ def test_multi_node_stall_names_the_silent_node(sshd, tmp_path: Path) -> None:  
     lines = READY.read_bytes().split(b"\n")
     cut = next(i for i, x in enumerate(lines) if b"Init torch distributed begin" in x) + 1
     worker.write_bytes(b"\n".join(lines[:cut]) + b"\n")  # silent in distributed init
-    writer = subprocess.Popen([sys.executable, str(HELPER), str(READY), "--out", str(head), "--lines", "14",
-                               "--then", "hang"])
+    writer = subprocess.Popen(
+        [sys.executable, str(HELPER), str(READY), "--out", str(head), "--lines", "14", "--then", "hang"]
+    )
     try:
-        code, events, _ = bw(sshd.config, "watch", str(head), f"ssh://{sshd.alias}{worker}", "--json",
-                             "--from-start", "--stall", "2", "--timeout", "60")
+        code, events, _ = bw(
+            sshd.config,
+            "watch",
+            str(head),
+            f"ssh://{sshd.alias}{worker}",
+            "--json",
+            "--from-start",
+            "--stall",
+            "2",
+            "--timeout",
+            "60",
+        )
     finally:
         writer.kill()
         writer.wait()
     stall = [e for e in events if e["event"] == "stall"]
     assert code == 4
-    assert any(e["node"] == sshd.alias and e["phase"] == "distributed_init" and "head.log at " in e["message"]
-               for e in stall), stall
+    assert any(
+        e["node"] == sshd.alias and e["phase"] == "distributed_init" and "head.log at " in e["message"] for e in stall
+    ), stall
 
 
 def test_each_follows_independent_servers(tmp_path: Path) -> None:
@@ -170,6 +183,7 @@ def test_each_times_out_with_124(tmp_path: Path) -> None:
     a, b = tmp_path / "a.log", tmp_path / "b.log"
     a.write_bytes(b"")
     b.write_bytes(b"")
-    code, events, _ = bw(Path("/dev/null"), "watch", "--each", str(a), str(b), "--json", "--timeout", "1.5",
-                         "--stall", "1h")
+    code, events, _ = bw(
+        Path("/dev/null"), "watch", "--each", str(a), str(b), "--json", "--timeout", "1.5", "--stall", "1h"
+    )
     assert code == 124 and events[-1]["verdict"] == "timeout"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bootwatch.pipeline import analyze_path
 from bootwatch.engines.rules import MAX_RULE_FILE
+from bootwatch.pipeline import analyze_path
 
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 
@@ -55,12 +55,13 @@ def test_a_catastrophic_user_pattern_is_matched_in_linear_time(tmp_path: Path) -
     # rules are a category (run on a failure's text) and a benign one (run on every fatal candidate), so
     # the pattern meets the line whatever the prefilter lets through.
     rules = tmp_path / "slow.toml"
-    rules.write_text('engine = "unknown"\n'
-                     '[[category]]\nname = "slow"\npattern = "(a+)+b|q"\n'
-                     '[[benign]]\npattern = "(a+)+b|q"\n')
+    rules.write_text(
+        'engine = "unknown"\n[[category]]\nname = "slow"\npattern = "(a+)+b|q"\n[[benign]]\npattern = "(a+)+b|q"\n'
+    )
     log = tmp_path / "server.log"
-    log.write_text('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
-                   f"RuntimeError: {'a' * 29}\n")
+    log.write_text(
+        f'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nRuntimeError: {"a" * 29}\n'
+    )
     t0 = time.perf_counter()
     s = analyze_path(log, rules=[rules])
     elapsed = time.perf_counter() - t0

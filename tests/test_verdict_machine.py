@@ -85,8 +85,11 @@ def test_exit_before_ready_fails_after_ready_clean_stop_or_death() -> None:
     m = VerdictMachine(Policy(has_server=True), 0.0)
     m.feed(ProcessExit(1.0, clean=True))
     assert m.outcome is Outcome.FAILED and m.verdict() is Verdict.FAILED
-    for clean, runtime_failed, want in ((True, False, Outcome.STOPPED), (False, False, Outcome.DIED),
-                                        (True, True, Outcome.DIED)):
+    for clean, runtime_failed, want in (
+        (True, False, Outcome.STOPPED),
+        (False, False, Outcome.DIED),
+        (True, True, Outcome.DIED),
+    ):
         m = VerdictMachine(Policy(has_server=True, follow_after_ready=True), 0.0)
         m.feed(says(1.0, ready=True))
         assert m.outcome is None  # following

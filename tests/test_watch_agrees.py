@@ -68,8 +68,13 @@ def live_summary(data: bytes, begin: int, caught: int, steps: list[Step]) -> dic
         if caught > begin:
             analyze_file(io.BytesIO(data[begin:caught]), analyzer, "log", complete_only=True)
         src = ScriptedSource(steps)
-        session = Session(analyzer, NullSink(), Options(timeout_s=60, stall_s=STALL_S),
-                          source_bytes=lambda: src.offset, source_death=src.death)
+        session = Session(
+            analyzer,
+            NullSink(),
+            Options(timeout_s=60, stall_s=STALL_S),
+            source_bytes=lambda: src.offset,
+            source_death=src.death,
+        )
         outcome = await session.run(src.chunks())
         return session.summary(outcome)
 

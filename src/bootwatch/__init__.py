@@ -27,21 +27,6 @@ if TYPE_CHECKING:
     )
     from bootwatch.errors import UsageError
 
-_API = (
-    "Launch",
-    "Report",
-    "Server",
-    "ServerError",
-    "ServerFailed",
-    "ServerIncomplete",
-    "ServerStalled",
-    "ServerTimeout",
-    "analyze",
-    "launch",
-    "watch",
-    "watch_async",
-)
-
 
 def __getattr__(name: str) -> Any:
     # `python -m bootwatch probe` imports this package too: the API (asyncio, httpx, psutil) loads only when
@@ -57,4 +42,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bootwatch' has no attribute {name!r}")
 
 
-__all__ = [*_API, "UsageError", "__version__"]
+__all__ = [
+    "Launch",
+    "Report",
+    "Server",
+    "ServerError",
+    "ServerFailed",
+    "ServerIncomplete",
+    "ServerStalled",
+    "ServerTimeout",
+    "UsageError",
+    "__version__",
+    "analyze",
+    "launch",
+    "watch",
+    "watch_async",
+]
+_API = frozenset(__all__) - {"UsageError", "__version__"}

@@ -19,15 +19,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"bootwatch {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("report", help="analyse a finished or partial log", description=(
-        "Analyse a startup log: verdict, root cause, phases, facts, warnings. Exits 0 whenever the log "
-        "could be read, whatever the verdict; 2 otherwise."))
+    r = sub.add_parser(
+        "report",
+        help="analyse a finished or partial log",
+        description=(
+            "Analyse a startup log: verdict, root cause, phases, facts, warnings. Exits 0 whenever the log "
+            "could be read, whatever the verdict; 2 otherwise."
+        ),
+    )
     r.add_argument("log")
     r.add_argument("--engine", help="skip detection: an engine of the rule files (built in or --rules)")
     r.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra rule file (TOML)")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    r.add_argument("--exhaustive", action="store_true",
-                   help="read every byte (by default reading starts a few launches before the end)")
+    r.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="read every byte (by default reading starts a few launches before the end)",
+    )
     r.add_argument("--html", metavar="FILE", help="also write the startup's timeline as one self-contained HTML file")
 
     def live_common(c: argparse.ArgumentParser) -> None:
@@ -38,44 +46,90 @@ def _parser() -> argparse.ArgumentParser:
     def timing(c: argparse.ArgumentParser) -> None:
         c.add_argument("--url", help="health URL to probe (refused and 503 are normal while loading)")
         c.add_argument("--verify", action="store_true", help="once ready, send a one-token completion")
-        c.add_argument("--timeout", type=parse_duration, default=3600.0, metavar="DUR",
-                       help="give up (exit 124) when not ready after DUR (default 60m)")
-        c.add_argument("--stall", type=parse_duration, default=600.0, metavar="DUR",
-                       help="exit 4 after DUR of silence, longer in phases that are silent by nature (default 10m)")
-        c.add_argument("--then", metavar="CMD", help="once ready, run CMD through the shell; exit with its code "
-                       "(with --json its output goes to stderr and the summary, last, records it)")
+        c.add_argument(
+            "--timeout",
+            type=parse_duration,
+            default=3600.0,
+            metavar="DUR",
+            help="give up (exit 124) when not ready after DUR (default 60m)",
+        )
+        c.add_argument(
+            "--stall",
+            type=parse_duration,
+            default=600.0,
+            metavar="DUR",
+            help="exit 4 after DUR of silence, longer in phases that are silent by nature (default 10m)",
+        )
+        c.add_argument(
+            "--then",
+            metavar="CMD",
+            help="once ready, run CMD through the shell; exit with its code "
+            "(with --json its output goes to stderr and the summary, last, records it)",
+        )
 
     def export(c: argparse.ArgumentParser) -> None:
-        c.add_argument("--metrics-port", type=int, metavar="PORT", help="serve the startup's phase, progress, ETA "
-                       "and verdict as Prometheus metrics on PORT while it starts (and after, while bootwatch runs)")
-        c.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
-                       help="address for --metrics-port (default 127.0.0.1)")
-        c.add_argument("--state", metavar="FILE", help="keep FILE (JSON, replaced atomically) up to date for "
-                       "`bootwatch probe --state FILE`")
+        c.add_argument(
+            "--metrics-port",
+            type=int,
+            metavar="PORT",
+            help="serve the startup's phase, progress, ETA "
+            "and verdict as Prometheus metrics on PORT while it starts (and after, while bootwatch runs)",
+        )
+        c.add_argument(
+            "--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)"
+        )
+        c.add_argument(
+            "--state",
+            metavar="FILE",
+            help="keep FILE (JSON, replaced atomically) up to date for `bootwatch probe --state FILE`",
+        )
 
-    w = sub.add_parser("watch", help="follow a server that is starting elsewhere", description=(
-        "Follow a server's log until it is ready, failed, stalled or timed out. SOURCE is a local file, "
-        "ssh://[user@]host[:port]/path or [user@]host:/path (through the system ssh client), docker://CONTAINER "
-        "or k8s://[namespace/]pod[/container]. Several SOURCEs are one server spread over several nodes, "
-        "unless --each. By default only the current launch of a file is judged; if the file's last launch "
-        "already ended, bootwatch waits for a new one."))
+    w = sub.add_parser(
+        "watch",
+        help="follow a server that is starting elsewhere",
+        description=(
+            "Follow a server's log until it is ready, failed, stalled or timed out. SOURCE is a local file, "
+            "ssh://[user@]host[:port]/path or [user@]host:/path (through the system ssh client), docker://CONTAINER "
+            "or k8s://[namespace/]pod[/container]. Several SOURCEs are one server spread over several nodes, "
+            "unless --each. By default only the current launch of a file is judged; if the file's last launch "
+            "already ended, bootwatch waits for a new one."
+        ),
+    )
     w.add_argument("sources", nargs="+", metavar="SOURCE")
     w.add_argument("--from-start", action="store_true", help="read the whole file, not just the last launch")
-    w.add_argument("--pid", type=int, metavar="PID", help="the server's process: its tree's reads, CPU and "
-                   "compilers tell a slow startup from a stuck one while the log is silent")
-    w.add_argument("--each", action="store_true",
-                   help="the SOURCEs are independent servers (replicas): exit 0 only when all are ready")
-    w.add_argument("--follow", action="store_true", help="keep following after ready (throughput, queue, KV use, "
-                   "findings; /metrics too with --url) until Ctrl-C or the server dies")
+    w.add_argument(
+        "--pid",
+        type=int,
+        metavar="PID",
+        help="the server's process: its tree's reads, CPU and "
+        "compilers tell a slow startup from a stuck one while the log is silent",
+    )
+    w.add_argument(
+        "--each",
+        action="store_true",
+        help="the SOURCEs are independent servers (replicas): exit 0 only when all are ready",
+    )
+    w.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep following after ready (throughput, queue, KV use, "
+        "findings; /metrics too with --url) until Ctrl-C or the server dies",
+    )
     live_common(w)
     timing(w)
     export(w)
 
-    rn = sub.add_parser("run", help="launch the server, keep its output in a log file, and watch it",
-                        description="Launch COMMAND in its own process group with its output in a log file, "
-                        "and watch it start.")
-    rn.add_argument("--log", metavar="PATH", help="log file, a regular file in a directory that exists (appended; "
-                    "default: a new bootwatch-<cmd>-<time>-<pid>-<random>.log here)")
+    rn = sub.add_parser(
+        "run",
+        help="launch the server, keep its output in a log file, and watch it",
+        description="Launch COMMAND in its own process group with its output in a log file, and watch it start.",
+    )
+    rn.add_argument(
+        "--log",
+        metavar="PATH",
+        help="log file, a regular file in a directory that exists (appended; "
+        "default: a new bootwatch-<cmd>-<time>-<pid>-<random>.log here)",
+    )
     rn.add_argument("--keep", action="store_true", help="leave the server running after --then, stall or timeout")
     rn.add_argument("--detach", action="store_true", help="exit 0 once ready and leave the server running")
     live_common(rn)
@@ -88,28 +142,52 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = at once")
     live_common(rp)
 
-    pr = sub.add_parser("probe", help="a Kubernetes exec probe: fails only when the server is dead or stalled",
-                        description="Exit 0 when the server is ready or starting; 1 when it failed or died, 4 when "
-                        "it stalled (never for elapsed time); with --ready, 3 while it is still starting. Reads "
-                        "the state a `watch --state FILE` or `run --state FILE` keeps, or else the LOG itself.")
+    pr = sub.add_parser(
+        "probe",
+        help="a Kubernetes exec probe: fails only when the server is dead or stalled",
+        description="Exit 0 when the server is ready or starting; 1 when it failed or died, 4 when "
+        "it stalled (never for elapsed time); with --ready, 3 while it is still starting. Reads "
+        "the state a `watch --state FILE` or `run --state FILE` keeps, or else the LOG itself.",
+    )
     pr.add_argument("log", nargs="?", metavar="LOG", help="the server's log (when no state file, or it is stale)")
     pr.add_argument("--state", metavar="FILE", help="the state file of a watch or run")
-    pr.add_argument("--stall", type=parse_duration, metavar="DUR",
-                    help="also fail (exit 4) when the log is silent this long, longer in phases silent by nature")
+    pr.add_argument(
+        "--stall",
+        type=parse_duration,
+        metavar="DUR",
+        help="also fail (exit 4) when the log is silent this long, longer in phases silent by nature",
+    )
     pr.add_argument("--ready", action="store_true", help="exit 3 while still starting: 0 only once ready")
     pr.add_argument("--json", action="store_true", help="one JSON object: status, phase, detail, exit_code")
 
-    h = sub.add_parser("history", help="past startups seen on this machine (by watch and run)", description=(
-        "Past startups seen by watch and run on this machine, oldest first, from the store in BOOTWATCH_HOME "
-        "(default XDG_DATA_HOME/bootwatch)/history.sqlite3."))
+    h = sub.add_parser(
+        "history",
+        help="past startups seen on this machine (by watch and run)",
+        description=(
+            "Past startups seen by watch and run on this machine, oldest first, from the store in BOOTWATCH_HOME "
+            "(default XDG_DATA_HOME/bootwatch)/history.sqlite3."
+        ),
+    )
     h.add_argument("--json", action="store_true", help="one JSON object per startup, with its phases")
     h.add_argument("--limit", type=int, default=50, help="the last N startups (default 50)")
-    h.add_argument("--suggest-probes", action="store_true", help="print startupProbe settings (YAML) per engine "
-                   "and model from the ready startups' p95 time to ready (--limit 1000 by default)")
-    h.add_argument("--html", metavar="FILE", help="write their timelines (phases per startup, side by side) as one "
-                   "self-contained HTML file")
-    h.add_argument("--compare", nargs=2, type=int, metavar=("A", "B"),
-                   help="two startups side by side, phase by phase (ids from --json or --html)")
+    h.add_argument(
+        "--suggest-probes",
+        action="store_true",
+        help="print startupProbe settings (YAML) per engine "
+        "and model from the ready startups' p95 time to ready (--limit 1000 by default)",
+    )
+    h.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write their timelines (phases per startup, side by side) as one self-contained HTML file",
+    )
+    h.add_argument(
+        "--compare",
+        nargs=2,
+        type=int,
+        metavar=("A", "B"),
+        help="two startups side by side, phase by phase (ids from --json or --html)",
+    )
     return p
 
 
@@ -132,8 +210,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         if summary.get("lines", 0) == 0:
             console.print("  (the log is empty)", style="dim")
         if summary.get("truncated_lines"):
-            console.print(f"  ({summary['truncated_lines']} over-long line(s) were cut to their first and "
-                          "last 64 KiB)", style="dim")
+            console.print(
+                f"  ({summary['truncated_lines']} over-long line(s) were cut to their first and last 64 KiB)",
+                style="dim",
+            )
     return 0
 
 
@@ -221,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         from bootwatch.text import shown
 
-        print(f"bootwatch: internal error: {e.__class__.__name__}: {shown(e)} (BOOTWATCH_DEBUG=1 shows where)",
-              file=sys.stderr)
+        print(
+            f"bootwatch: internal error: {e.__class__.__name__}: {shown(e)} (BOOTWATCH_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -72,8 +72,14 @@ class Cluster:
             msg = f"{node.name} silent in {phase} for {fmt_duration(st.silent_s)}" + (f"; {others}" if others else "")
             if node.name not in self._stall_warned:
                 self._stall_warned.add(node.name)
-                self.sink.event(Event("stall", now, {"node": node.name, "phase": phase,
-                                                     "silent_s": round(st.silent_s, 1), "message": msg}), now)
+                self.sink.event(
+                    Event(
+                        "stall",
+                        now,
+                        {"node": node.name, "phase": phase, "silent_s": round(st.silent_s, 1), "message": msg},
+                    ),
+                    now,
+                )
             if st.stalled:
                 self.sink.event(Event("stalled", now, {"node": node.name, "phase": phase, "message": msg}), now)
                 return Outcome.STALLED
@@ -102,8 +108,12 @@ class Cluster:
                         return stalled
                 if now - self.start >= self.opts.timeout_s:
                     late = ", ".join(f"{n.name} in {self._phase(n)}" for n in self.nodes if n.outcome is None)
-                    self.sink.event(Event("timeout", now, {"message": f"not ready after "
-                                                           f"{fmt_duration(now - self.start)} ({late})"}), now)
+                    self.sink.event(
+                        Event(
+                            "timeout", now, {"message": f"not ready after {fmt_duration(now - self.start)} ({late})"}
+                        ),
+                        now,
+                    )
                     return Outcome.TIMEOUT
         finally:
             for node in self.nodes:
@@ -124,8 +134,14 @@ class Cluster:
         failure = head.failure
         if bad is not None and verdict is Verdict.FAILED:
             failure = {**(failure or {"text": "node failed", "line_no": None, "category": "unknown"}), "node": bad.name}
-        nodes = [{"node": n.name, "verdict": s.verdict.value, "engine": s.engine,
-                  "phase": s.phases[-1]["name"] if s.phases else None,
-                  "failure": s.failure if s.verdict is Verdict.FAILED else None}
-                 for n, s in zip(self.nodes, per, strict=True)]
+        nodes = [
+            {
+                "node": n.name,
+                "verdict": s.verdict.value,
+                "engine": s.engine,
+                "phase": s.phases[-1]["name"] if s.phases else None,
+                "failure": s.failure if s.verdict is Verdict.FAILED else None,
+            }
+            for n, s in zip(self.nodes, per, strict=True)
+        ]
         return replace(head, verdict=verdict, failure=failure, extra={**head.extra, "nodes": nodes}).to_json()

@@ -165,8 +165,11 @@ def _open_source(spec: Spec, analyzer: Analyzer, sink: Any, args: Any) -> Follow
         start = _catch_up(path, analyzer, begin)
         await_new = not args.from_start and analyzer.tracker.verdict() in ("ready", "failed")
         if await_new:
-            sink.note(time.time(), f"the last launch in {spec.text} already ended ({analyzer.tracker.verdict()}); "
-                      "waiting for a new launch")
+            sink.note(
+                time.time(),
+                f"the last launch in {spec.text} already ended ({analyzer.tracker.verdict()}); "
+                "waiting for a new launch",
+            )
         else:
             for ev in analyzer.tracker.snapshot():  # what the current launch went through before we looked
                 sink.event(ev, time.time())
@@ -203,12 +206,14 @@ async def watch(args: Any) -> int:
             if args.each:
                 opts = Options(timeout_s=args.timeout, stall_s=args.stall, await_new_launch=f.await_new)
             else:
-                opts = Options(timeout_s=float("inf"), stall_s=None, verify=args.verify and i == 0,
-                               await_new_launch=f.await_new)
+                opts = Options(
+                    timeout_s=float("inf"), stall_s=None, verify=args.verify and i == 0, await_new_launch=f.await_new
+                )
             session = Session(analyzer, node_sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death)
             nodes.append(Node(name, session, f.chunks))
         cluster = Cluster(nodes, sink, Options(timeout_s=args.timeout, stall_s=args.stall), each=args.each)
         outcome = await _with_interrupt(cluster.run())
+
         def record(_: dict[str, Any]) -> None:
             for node in nodes:
                 history.record(node.session.summary(node.outcome or outcome), node.name, "watch")
@@ -228,14 +233,27 @@ async def _watch_one(spec: Spec, args: Any) -> int:
     sink = make_sink(args, [(spec.label, analyzer)], spec.text)
     f = _open_source(spec, analyzer, sink, args)
     probe = HttpProbe(args.url) if args.url else None
-    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, await_new_launch=f.await_new,
-                   follow_after_ready=bool(getattr(args, "follow", False)))
-    session = Session(analyzer, sink, opts, probe=probe, source_bytes=f.bytes_read, source_death=f.death,
-                      insight=watch_insight(analyzer, getattr(args, "pid", None)))
+    opts = Options(
+        timeout_s=args.timeout,
+        stall_s=args.stall,
+        verify=args.verify,
+        await_new_launch=f.await_new,
+        follow_after_ready=bool(getattr(args, "follow", False)),
+    )
+    session = Session(
+        analyzer,
+        sink,
+        opts,
+        probe=probe,
+        source_bytes=f.bytes_read,
+        source_death=f.death,
+        insight=watch_insight(analyzer, getattr(args, "pid", None)),
+    )
     try:
         outcome = await _with_interrupt(session.run(f.chunks))
-        return await _close_after_then(args, sink, session.summary(outcome), outcome,
-                                       lambda s: history.record(s, spec.text, "watch"))
+        return await _close_after_then(
+            args, sink, session.summary(outcome), outcome, lambda s: history.record(s, spec.text, "watch")
+        )
     finally:
         await f.aclose()
         if probe is not None:
@@ -262,8 +280,9 @@ class ThenResult:
         return 1 if self.server_exit is not None else self.exit_code
 
 
-async def _run_then(cmd: str, server: ServerProcess | None, guard: Guard | None = None,
-                    to_stderr: bool = False) -> ThenResult:
+async def _run_then(
+    cmd: str, server: ServerProcess | None, guard: Guard | None = None, to_stderr: bool = False
+) -> ThenResult:
     """Run CMD through the shell once ready, in a process group of its own: a stop signal stops that whole
     group (the same bounded stop as the server's), and if bootwatch dies, so does CMD (PR_SET_PDEATHSIG on
     the shell, the guard for its group). With --json its output goes to stderr: stdout stays JSON lines."""
@@ -272,8 +291,9 @@ async def _run_then(cmd: str, server: ServerProcess | None, guard: Guard | None 
     # it (SIGTTIN) forever. It reads nothing there.
     stdin = subprocess.DEVNULL if sys.stdin is None or sys.stdin.isatty() else None
     start = time.monotonic()
-    proc = await asyncio.create_subprocess_shell(cmd, stdin=stdin, stdout=2 if to_stderr else None,
-                                                 process_group=0, preexec_fn=die_with_parent())
+    proc = await asyncio.create_subprocess_shell(
+        cmd, stdin=stdin, stdout=2 if to_stderr else None, process_group=0, preexec_fn=die_with_parent()
+    )
     if guard is not None:
         guard.watch(proc.pid)
     result = ThenResult(cmd, 0, 0.0)
@@ -314,9 +334,15 @@ def _then_note(then: ThenResult) -> str | None:
     return None
 
 
-async def _close_after_then(args: Any, sink: Any, summary: dict[str, Any], outcome: str,
-                            record: Callable[[dict[str, Any]], None], server: ServerProcess | None = None,
-                            guard: Guard | None = None) -> int:
+async def _close_after_then(
+    args: Any,
+    sink: Any,
+    summary: dict[str, Any],
+    outcome: str,
+    record: Callable[[dict[str, Any]], None],
+    server: ServerProcess | None = None,
+    guard: Guard | None = None,
+) -> int:
     """Ready with --then: CMD runs, then the summary (with `then`) is written and recorded, the last line."""
     if outcome != "ready" or not args.then:
         record(summary)
@@ -346,8 +372,10 @@ def check_url(url: str, what: str = "--url") -> str:
     try:
         port = parts.port
     except ValueError:
-        raise UsageError(f"{what} {shown(url)}: the port must be a number from 1 to 65535 "
-                         "(an IPv6 address goes in brackets: http://[::1]:8000/health)") from None
+        raise UsageError(
+            f"{what} {shown(url)}: the port must be a number from 1 to 65535 "
+            "(an IPv6 address goes in brackets: http://[::1]:8000/health)"
+        ) from None
     if not parts.hostname:
         raise UsageError(f"{what} {shown(url)}: no host {example}")
     if port == 0:
@@ -436,8 +464,17 @@ async def run(args: Any) -> int:
         log.close()
 
 
-async def _run_started(args: Any, server: ServerProcess, log: ServerLog, analyzer: Analyzer, sink: Any,
-                       url: str | None, critical: tuple[str, ...], guard: Guard, stop: Interrupts) -> int:
+async def _run_started(
+    args: Any,
+    server: ServerProcess,
+    log: ServerLog,
+    analyzer: Analyzer,
+    sink: Any,
+    url: str | None,
+    critical: tuple[str, ...],
+    guard: Guard,
+    stop: Interrupts,
+) -> int:
     log_path = log.path
     sink.note(time.time(), f"started pid {server.pid}: {shlex.join(server.argv)}  (log: {log_path})")
     if hasattr(sink, "set_server"):  # the probe's state file names the server's pid
@@ -445,10 +482,23 @@ async def _run_started(args: Any, server: ServerProcess, log: ServerLog, analyze
     probe = HttpProbe(url) if url else None
     follower = FdFollower(log.read_fd, start=server.start_offset)
     follow = not args.detach and not args.then
-    opts = Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify, follow_after_ready=follow,
-                   critical=critical, probe_required=bool(args.url))
-    session = Session(analyzer, sink, opts, probe=probe, server=server, source_bytes=lambda: follower.offset,
-                      insight=Insight(analyzer.tracker, server.tree, server.argv))
+    opts = Options(
+        timeout_s=args.timeout,
+        stall_s=args.stall,
+        verify=args.verify,
+        follow_after_ready=follow,
+        critical=critical,
+        probe_required=bool(args.url),
+    )
+    session = Session(
+        analyzer,
+        sink,
+        opts,
+        probe=probe,
+        server=server,
+        source_bytes=lambda: follower.offset,
+        insight=Insight(analyzer.tracker, server.tree, server.argv),
+    )
     record_as = (str(log_path), "run")
     stop_server = True
     try:
@@ -460,8 +510,9 @@ async def _run_started(args: Any, server: ServerProcess, log: ServerLog, analyze
             return code
         if outcome == "ready" and args.then:
             summary = session.summary("ready")
-            code = await _close_after_then(args, sink, summary, "ready", lambda s: history.record(s, *record_as),
-                                           server, guard)
+            code = await _close_after_then(
+                args, sink, summary, "ready", lambda s: history.record(s, *record_as), server, guard
+            )
             # --keep keeps a running server; what is left of one that died (its children) goes.
             stop_server = not args.keep or stop.signum is not None or server.poll() is not None
             return code

@@ -85,8 +85,13 @@ class Guard:
         read_end, self._w = os.pipe()  # both ends non-inheritable: no server or --then command holds them
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                [sys.executable, "-m", "bootwatch.guard", str(grace_s)], stdin=read_end,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+                [sys.executable, "-m", "bootwatch.guard", str(grace_s)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
         finally:
             os.close(read_end)
 

@@ -76,8 +76,14 @@ def looks_binary(head: bytes) -> bool:
 class Analyzer:
     """Feed it chunks of complete lines; it keeps line numbers and hands lines to the tracker."""
 
-    def __init__(self, engine: str | None = None, rules: Iterable[os.PathLike[str] | str] = (),
-                 year: int | None = None, clock: str = "log", tracker: Tracker | None = None) -> None:
+    def __init__(
+        self,
+        engine: str | None = None,
+        rules: Iterable[os.PathLike[str] | str] = (),
+        year: int | None = None,
+        clock: str = "log",
+        tracker: Tracker | None = None,
+    ) -> None:
         book, self.prefilter = rules_for(rules)
         if engine is not None and engine not in book.engines:
             # The engines are the rule files loaded, the user's included: --engine takes any of them.
@@ -135,8 +141,8 @@ class Analyzer:
         end = len(data)
         no = next_no - 1 if data.endswith(b"\n") else next_no
         while end > 0:
-            start = data.rfind(b"\n", 0, end - 1) + 1 if data[end - 1:end] == b"\n" else data.rfind(b"\n", 0, end) + 1
-            stop = end - 1 if data[end - 1:end] == b"\n" else end
+            start = data.rfind(b"\n", 0, end - 1) + 1 if data[end - 1 : end] == b"\n" else data.rfind(b"\n", 0, end) + 1
+            stop = end - 1 if data[end - 1 : end] == b"\n" else end
             raw = data[start:stop]
             if raw.strip():
                 lines = self.normalizer.lines(no, raw[-4096:].decode("utf-8", "replace"))
@@ -167,8 +173,13 @@ class Analyzer:
         return s
 
 
-def analyze_file(f, analyzer: Analyzer, name: str, complete_only: bool = False,  # noqa: ANN001 - binary file
-                 clock: Callable[[], float] | None = None) -> tuple[int, int]:
+def analyze_file(
+    f,
+    analyzer: Analyzer,
+    name: str,
+    complete_only: bool = False,  # noqa: ANN001 - binary file
+    clock: Callable[[], float] | None = None,
+) -> tuple[int, int]:
     """Feed the rest of `f` to `analyzer`; returns (bytes fed, over-long lines cut).
 
     `complete_only` leaves a partial last line unread (a live file may still be writing it); `clock` gives the
@@ -222,8 +233,12 @@ def year_of(path: os.PathLike[str] | str) -> int | None:
 MARKERS_BACK = 4
 
 
-def analyze_path(path: os.PathLike[str] | str, engine: str | None = None,
-                 rules: Iterable[os.PathLike[str] | str] = (), exhaustive: bool = False) -> dict[str, Any]:
+def analyze_path(
+    path: os.PathLike[str] | str,
+    engine: str | None = None,
+    rules: Iterable[os.PathLike[str] | str] = (),
+    exhaustive: bool = False,
+) -> dict[str, Any]:
     """`report` in one call: the summary of the last launch in the file.
 
     The summary speaks of the last launch only, so unless `exhaustive`, reading starts a few launch markers

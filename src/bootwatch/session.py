@@ -13,8 +13,8 @@ from typing import Any
 
 import psutil
 
-from bootwatch.pipeline import Analyzer
 from bootwatch.insight.live import Insight
+from bootwatch.pipeline import Analyzer
 from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
 from bootwatch.sources.process import ServerProcess, describe_exit
@@ -54,18 +54,33 @@ class Options:
     probe_required: bool = True  # the user gave the URL: it must answer 200. A URL bootwatch guessed only helps.
 
     def policy(self, has_probe: bool, has_server: bool) -> Policy:
-        return Policy(timeout_s=self.timeout_s, stall_s=self.stall_s, verify=self.verify, replay=self.replay,
-                      follow_after_ready=self.follow_after_ready, probe_required=self.probe_required,
-                      has_probe=has_probe, has_server=has_server)
+        return Policy(
+            timeout_s=self.timeout_s,
+            stall_s=self.stall_s,
+            verify=self.verify,
+            replay=self.replay,
+            follow_after_ready=self.follow_after_ready,
+            probe_required=self.probe_required,
+            has_probe=has_probe,
+            has_server=has_server,
+        )
 
 
 class Session:
     """The I/O around one watched startup: it reads, probes and polls, and forwards what it sees to the verdict
     machine (tracker/verdict.py), which alone decides how the watch ends."""
 
-    def __init__(self, analyzer: Analyzer, sink: Any, opts: Options, probe: HttpProbe | None = None,
-                 server: ServerProcess | None = None, source_bytes: Any = None, source_death: Any = None,
-                 insight: Insight | None = None) -> None:
+    def __init__(
+        self,
+        analyzer: Analyzer,
+        sink: Any,
+        opts: Options,
+        probe: HttpProbe | None = None,
+        server: ServerProcess | None = None,
+        source_bytes: Any = None,
+        source_death: Any = None,
+        insight: Insight | None = None,
+    ) -> None:
         self.analyzer = analyzer
         self.tracker = analyzer.tracker
         self.sink = sink
@@ -155,14 +170,20 @@ class Session:
                 res = await self.probe.check(ours)
             except Exception as e:  # a probe that breaks must say so, not stop probing in silence
                 res = ProbeResult("error", None, f"probe failed: {e.__class__.__name__}: {e}", time.time())
-            label = {"down": "refused", "loading": f"{res.status} (starting)", "up": "200",
-                     "foreign": f"not this server: {res.detail}", "error": res.detail}[res.state]
+            label = {
+                "down": "refused",
+                "loading": f"{res.status} (starting)",
+                "up": "200",
+                "foreign": f"not this server: {res.detail}",
+                "error": res.detail,
+            }[res.state]
             if label != last_state:
                 last_state = label
                 self.health = label
                 self.wake.set()
-                self.sink.event(Event("fact", res.t, {"name": "health", "value": label, "url": self.probe.url}),
-                                time.time())
+                self.sink.event(
+                    Event("fact", res.t, {"name": "health", "value": label, "url": self.probe.url}), time.time()
+                )
             await asyncio.sleep(0.1 if res.state in ("down", "loading") else 1.0)
 
     def _probe_up(self) -> bool:
@@ -201,8 +222,13 @@ class Session:
             if pid not in alive:
                 del self._critical_seen[pid]
                 if self.server.poll() is None:
-                    self.emit(self.tracker.exited(None, None, reason=f"child process {title} (pid {pid}) died "
-                                                  "while the server process lives on"))
+                    self.emit(
+                        self.tracker.exited(
+                            None,
+                            None,
+                            reason=f"child process {title} (pid {pid}) died while the server process lives on",
+                        )
+                    )
         self._critical_seen.update(alive)
 
     def begin(self, chunks: AsyncIterator[bytes]) -> None:
@@ -319,11 +345,33 @@ class Session:
     async def _tell(self, notice: Notice) -> None:
         now = notice.t
         if notice.kind == "stall":
-            self.sink.event(Event("stall", now, {"phase": notice.phase, "silent_s": notice.silent_s,
-                                                 "message": notice.message, "cpu_percent": notice.cpu_percent}), now)
+            self.sink.event(
+                Event(
+                    "stall",
+                    now,
+                    {
+                        "phase": notice.phase,
+                        "silent_s": notice.silent_s,
+                        "message": notice.message,
+                        "cpu_percent": notice.cpu_percent,
+                    },
+                ),
+                now,
+            )
         elif notice.kind == "activity" and notice.activity is not None:
-            self.sink.event(Event("activity", now, {"phase": notice.phase, "silent_s": notice.silent_s,
-                                                    "message": notice.message, **notice.activity.to_json()}), now)
+            self.sink.event(
+                Event(
+                    "activity",
+                    now,
+                    {
+                        "phase": notice.phase,
+                        "silent_s": notice.silent_s,
+                        "message": notice.message,
+                        **notice.activity.to_json(),
+                    },
+                ),
+                now,
+            )
         elif notice.kind == "stalled":
             self.sink.event(Event("stalled", now, {"phase": notice.phase, "message": notice.message}), now)
         elif notice.kind == "timeout":
@@ -348,11 +396,14 @@ class Session:
             ok, took, err = await self.probe.verify()
         now = time.time()
         self.verify_result = VerifyResult(now, ok, took, err)
-        self.sink.event(Event("fact", now, {"name": "verify_latency_s", "value": round(took, 3), "ok": ok,
-                                            "error": err or None}), now)
+        self.sink.event(
+            Event("fact", now, {"name": "verify_latency_s", "value": round(took, 3), "ok": ok, "error": err or None}),
+            now,
+        )
         if not ok:
-            self.sink.event(Event("failed", now, {"text": err, "category": "warmup", "line_no": None,
-                                                  "runtime": False}), now)
+            self.sink.event(
+                Event("failed", now, {"text": err, "category": "warmup", "line_no": None, "runtime": False}), now
+            )
         self.machine.feed(self.verify_result)
 
     async def _drain(self, reader: asyncio.Task[None]) -> None:

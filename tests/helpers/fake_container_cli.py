@@ -81,12 +81,19 @@ def main() -> int:
         return logs(since)
     st = state()
     if tool == "docker" and args[:1] == ["inspect"]:
-        print(json.dumps({"Running": st["running"], "ExitCode": st.get("exit", 0), "OOMKilled": st.get("oom", False)}),
-              st["restarts"])
+        print(
+            json.dumps({"Running": st["running"], "ExitCode": st.get("exit", 0), "OOMKilled": st.get("oom", False)}),
+            st["restarts"],
+        )
         return 0
     if tool == "kubectl" and args[:2] == ["get", "pod"]:
-        cs = {"name": "server", "restartCount": st["restarts"], "state": {"running": {}} if st["running"] else
-              {"terminated": {"exitCode": st.get("exit"), "reason": "OOMKilled" if st.get("oom") else "Error"}}}
+        cs = {
+            "name": "server",
+            "restartCount": st["restarts"],
+            "state": {"running": {}}
+            if st["running"]
+            else {"terminated": {"exitCode": st.get("exit"), "reason": "OOMKilled" if st.get("oom") else "Error"}},
+        }
         if st.get("reason"):
             cs["lastState"] = {"terminated": {"exitCode": st["exit"], "reason": st["reason"]}}
         print(json.dumps({"status": {"containerStatuses": [cs]}}))

@@ -29,8 +29,10 @@ READY = re.compile(rb"fired up and ready to roll|Application startup complete|ro
 state = {"ready": False}
 # A child that dies of Ctrl-C quietly (no KeyboardInterrupt traceback in the server's output).
 # Started with SIGINT blocked (see spawn_child): one that came meanwhile is taken once it can kill quietly.
-QUIET_CHILD = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-               "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); time.sleep(3600)")
+QUIET_CHILD = (
+    "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); time.sleep(3600)"
+)
 
 
 def spawn_child(title: str, new_session: bool = False) -> subprocess.Popen[bytes]:
@@ -139,8 +141,12 @@ def main() -> int:
     ap.add_argument("--kill-child-after-ready", action="store_true")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--daemon-child", help="start a child with this title that leaves the group (setsid)")
-    ap.add_argument("--sigint", default="exit", choices=["exit", "ignore", "count"],
-                    help="count: write one line per SIGINT delivered, exit 1 s after the first")
+    ap.add_argument(
+        "--sigint",
+        default="exit",
+        choices=["exit", "ignore", "count"],
+        help="count: write one line per SIGINT delivered, exit 1 s after the first",
+    )
     ap.add_argument("--journal", help="after each line, the number of lines written so far")
     ap.add_argument("--pidfile", help="write the pids of this server and its children here, one a line")
     a = ap.parse_args()

@@ -30,7 +30,7 @@ def _unanchor(pattern: str) -> str:
     while i < len(pattern):
         c = pattern[i]
         if c == "\\":
-            out.append(pattern[i:i + 2])
+            out.append(pattern[i : i + 2])
             i += 2
             continue
         if in_class:
@@ -40,10 +40,10 @@ def _unanchor(pattern: str) -> str:
         elif c == "[":
             in_class = True
             out.append(c)
-            if pattern[i + 1:i + 2] == "^":  # a negated class keeps its ^
+            if pattern[i + 1 : i + 2] == "^":  # a negated class keeps its ^
                 out.append("^")
                 i += 1
-            if pattern[i + 1:i + 2] == "]":  # "]" first in a class is a literal
+            if pattern[i + 1 : i + 2] == "]":  # "]" first in a class is a literal
                 out.append("]")
                 i += 1
         elif c != "^":
@@ -73,8 +73,10 @@ class Prefilter:
         try:
             self._re = re2.compile(("(?m)" + union).encode(), opts)
         except re2.error:
-            raise UsageError("the rules together are too large for one RE2 automaton (256 MiB); "
-                             "simplify the patterns of the --rules files") from None
+            raise UsageError(
+                "the rules together are too large for one RE2 automaton (256 MiB); "
+                "simplify the patterns of the --rules files"
+            ) from None
 
     def line_starts(self, data: bytes) -> list[int]:
         """Offsets in `data` of the starts of the lines that hold at least one hit, ascending, unique."""

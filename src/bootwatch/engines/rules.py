@@ -30,8 +30,22 @@ _OPTIONS = re2.Options()
 _OPTIONS.max_mem = 32 << 20
 _OPTIONS.log_errors = False  # its errors become our one-line message, not absl noise on stderr
 
-KINDS = ("detect", "launch", "flag", "phase", "progress", "ready", "fatal", "suspect", "detail", "benign",
-         "fact", "warning", "category", "stats")
+KINDS = (
+    "detect",
+    "launch",
+    "flag",
+    "phase",
+    "progress",
+    "ready",
+    "fatal",
+    "suspect",
+    "detail",
+    "benign",
+    "fact",
+    "warning",
+    "category",
+    "stats",
+)
 FATAL_ROLES = ("cause", "death", "wrapper", "cause_before")
 # Rule sets that engines extend; not engines themselves.
 SHARED = ("python", "uvicorn", "ggml")
@@ -164,9 +178,22 @@ def compile_pattern(pattern: str, where: str) -> re2._Regexp:
 
 
 _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
-    "pattern": str, "example": (str, list), "name": str, "role": str, "category": str, "repeat": str,
-    "done": bool, "unless": str, "message": str, "weight": int, "levels": list, "note": str, "draft": bool,
-    "needs": str, "first_only": bool, "fields": str,
+    "pattern": str,
+    "example": (str, list),
+    "name": str,
+    "role": str,
+    "category": str,
+    "repeat": str,
+    "done": bool,
+    "unless": str,
+    "message": str,
+    "weight": int,
+    "levels": list,
+    "note": str,
+    "draft": bool,
+    "needs": str,
+    "first_only": bool,
+    "fields": str,
 }
 _TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", *KINDS}
 
@@ -199,19 +226,22 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         raise UsageError(f"{origin}: not valid TOML: {err}") from None
     name = doc.get("engine")
     if not isinstance(name, str) or not name:
-        raise UsageError(f"{origin}: needs a top-level `engine = \"name\"`")
+        raise UsageError(f'{origin}: needs a top-level `engine = "name"`')
     unknown_top = set(doc) - _TOP_KEYS
     if unknown_top:
-        raise UsageError(f"{origin}: unknown top-level keys {sorted(unknown_top)} "
-                         f"(rule kinds are: {', '.join(KINDS)})")
+        raise UsageError(f"{origin}: unknown top-level keys {sorted(unknown_top)} (rule kinds are: {', '.join(KINDS)})")
     extends = _strings(doc.get("extends", []), origin, "extends")
     for key in ("display", "health"):
         if not isinstance(doc.get(key, ""), str):
             raise UsageError(f"{origin}: `{key}` must be a string")
-    er = EngineRules(name, processes=_strings(doc.get("processes", []), origin, "processes"),
-                     runs=_strings(doc.get("runs", []), origin, "runs"), display=doc.get("display", ""),
-                     formats=_strings(doc.get("formats", []), origin, "formats"),
-                     health=doc.get("health", ""))
+    er = EngineRules(
+        name,
+        processes=_strings(doc.get("processes", []), origin, "processes"),
+        runs=_strings(doc.get("runs", []), origin, "runs"),
+        display=doc.get("display", ""),
+        formats=_strings(doc.get("formats", []), origin, "formats"),
+        health=doc.get("health", ""),
+    )
     for kind in KINDS:
         entries = doc.get(kind, [])
         if not isinstance(entries, list):
@@ -227,17 +257,33 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
             role = e.get("role")
             if kind == "fatal" and role not in FATAL_ROLES:
                 raise UsageError(f"{where}: role must be one of {FATAL_ROLES}")
-            if kind in ("phase", "progress", "fact", "warning", "flag", "category") and not e.get("name") \
-                    and kind != "fact":
+            if (
+                kind in ("phase", "progress", "fact", "warning", "flag", "category")
+                and not e.get("name")
+                and kind != "fact"
+            ):
                 raise UsageError(f"{where}: needs a `name`")
-            er.rules[kind].append(Rule(
-                kind=kind, regex=compile_pattern(e["pattern"], where), source=where, example=e.get("example"),
-                name=e.get("name"), role=role, category=e.get("category"), repeat=e.get("repeat"),
-                done=bool(e.get("done", False)), draft=bool(e.get("draft", False)), unless=e.get("unless"),
-                needs=e.get("needs"), first_only=bool(e.get("first_only", False)),
-                message=e.get("message"), weight=int(e.get("weight", 1)), levels=tuple(e.get("levels", ())),
-                fields=compile_pattern(e["fields"], where) if "fields" in e else None,
-            ))
+            er.rules[kind].append(
+                Rule(
+                    kind=kind,
+                    regex=compile_pattern(e["pattern"], where),
+                    source=where,
+                    example=e.get("example"),
+                    name=e.get("name"),
+                    role=role,
+                    category=e.get("category"),
+                    repeat=e.get("repeat"),
+                    done=bool(e.get("done", False)),
+                    draft=bool(e.get("draft", False)),
+                    unless=e.get("unless"),
+                    needs=e.get("needs"),
+                    first_only=bool(e.get("first_only", False)),
+                    message=e.get("message"),
+                    weight=int(e.get("weight", 1)),
+                    levels=tuple(e.get("levels", ())),
+                    fields=compile_pattern(e["fields"], where) if "fields" in e else None,
+                )
+            )
     return name, extends, er
 
 
@@ -282,8 +328,9 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
     for name, (ext, er) in parsed.items():
         if name in SHARED:
             continue
-        merged = EngineRules(name, runs=list(er.runs), display=er.display or name, health=er.health,
-                             formats=list(er.formats))
+        merged = EngineRules(
+            name, runs=list(er.runs), display=er.display or name, health=er.health, formats=list(er.formats)
+        )
         merged.add(er)
         for base in ext:
             if base not in parsed:

@@ -15,8 +15,27 @@ from bootwatch.insight.signals import Activity
 from bootwatch.insight.weights import Weights
 
 # Processes whose presence means kernels are being built (torch inductor runs gcc; triton runs ptxas).
-COMPILERS = frozenset({"nvcc", "ninja", "cicc", "ptxas", "cc1", "cc1plus", "gcc", "g++", "c++", "cc", "clang",
-                       "clang++", "hipcc", "ld", "triton", "fatbinary", "nvlink"})
+COMPILERS = frozenset(
+    {
+        "nvcc",
+        "ninja",
+        "cicc",
+        "ptxas",
+        "cc1",
+        "cc1plus",
+        "gcc",
+        "g++",
+        "c++",
+        "cc",
+        "clang",
+        "clang++",
+        "hipcc",
+        "ld",
+        "triton",
+        "fatbinary",
+        "nvlink",
+    }
+)
 SAMPLE_EVERY_S = 1.0
 LOAD_CAP = 0.99  # bytes read are not all weights: never claim the load is done before the log says so
 
@@ -42,8 +61,9 @@ def _title(p: psutil.Process) -> str:
 class ActivitySampler:
     """Call `sample(now)` as often as convenient: it looks at the tree at most once a second."""
 
-    def __init__(self, tree: Callable[[], list[psutil.Process]], weights: Weights | None = None,
-                 count_from_zero: bool = True) -> None:
+    def __init__(
+        self, tree: Callable[[], list[psutil.Process]], weights: Weights | None = None, count_from_zero: bool = True
+    ) -> None:
         self.tree = tree
         self.weights = weights
         self.count_from_zero = count_from_zero  # run: the tree is ours from its first byte
@@ -119,12 +139,14 @@ class ActivitySampler:
 
 def tree_of(pid: int) -> Callable[[], list[psutil.Process]]:
     """The process `pid` and its descendants (for `watch --pid`)."""
+
     def tree() -> list[psutil.Process]:
         try:
             root = psutil.Process(pid)
             return [root, *root.children(recursive=True)]
         except psutil.Error:
             return []
+
     return tree
 
 

@@ -114,8 +114,10 @@ def regression(name: str, draft: bool, took_s: float, book: Book | None) -> str 
     if took_s < median * REGRESSION_FACTOR or took_s - median < REGRESSION_MIN_S:
         return None
     ratio = f"{took_s / median:.1f}×" if median > 0 else "far longer than"
-    return (f"{'draft ' if draft else ''}{name} took {ratio} its median of the last {band.n} "
-            f"({fmt_duration(took_s)} vs {fmt_duration(median)})")
+    return (
+        f"{'draft ' if draft else ''}{name} took {ratio} its median of the last {band.n} "
+        f"({fmt_duration(took_s)} vs {fmt_duration(median)})"
+    )
 
 
 __all__ = ["Band", "Book", "book_from", "phase_key", "quantile", "regression"]

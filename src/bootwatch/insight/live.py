@@ -34,13 +34,22 @@ def _history_lookup(engine: str, model: str | None, facts: dict[str, Any], host:
 
 
 class Insight:
-    def __init__(self, tracker: Tracker, tree: Callable[[], list[psutil.Process]] | None,
-                 argv: Sequence[str] = (), count_from_zero: bool = True, lookup: Lookup | None = None,
-                 host: str | None = None) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        tree: Callable[[], list[psutil.Process]] | None,
+        argv: Sequence[str] = (),
+        count_from_zero: bool = True,
+        lookup: Lookup | None = None,
+        host: str | None = None,
+    ) -> None:
         self.tracker = tracker
         self.argv = list(argv)
-        self.sampler = ActivitySampler(tree, find_weights(model_paths_from_argv(argv)), count_from_zero) \
-            if tree is not None else None
+        self.sampler = (
+            ActivitySampler(tree, find_weights(model_paths_from_argv(argv)), count_from_zero)
+            if tree is not None
+            else None
+        )
         self.lookup = lookup or _history_lookup
         self.host = host or socket.gethostname()
         self._book_key: tuple[str, str | None, str] | None = None
@@ -63,8 +72,9 @@ class Insight:
             self._book_key = key
             version = facts.get("engine_version")
             try:
-                self.book = book_from(self.lookup(launch.engine, model, facts, self.host),
-                                      str(version) if version is not None else None)
+                self.book = book_from(
+                    self.lookup(launch.engine, model, facts, self.host), str(version) if version is not None else None
+                )
             except Exception:  # noqa: BLE001 - history only helps: a store that cannot be read gives no ETA
                 self.book = None
         return self.book
@@ -97,10 +107,21 @@ class Insight:
                 text = regression(prev, prev_draft, took, book)
                 if text is not None:
                     band = book.phases[phase_key(prev, prev_draft)] if book is not None else None
-                    out.append(Event("warning", t, {"kind": "slow_phase", "text": text, "line_no": None,
-                                                    "phase": prev, "took_s": round(took, 3),
-                                                    "median_s": round(band.p50_s, 3) if band else None,
-                                                    "n": band.n if band else None}))
+                    out.append(
+                        Event(
+                            "warning",
+                            t,
+                            {
+                                "kind": "slow_phase",
+                                "text": text,
+                                "line_no": None,
+                                "phase": prev,
+                                "took_s": round(took, 3),
+                                "median_s": round(band.p50_s, 3) if band else None,
+                                "n": band.n if band else None,
+                            },
+                        )
+                    )
             self._phase = (name, draft, t)
             if name == "load_weights" and not draft and self.sampler is not None:
                 self._weights_from_log()
@@ -143,15 +164,32 @@ class Insight:
         self._weights_from_log()
         a = self.sampler.sample(now)
         out: list[Event] = []
-        if (a is not None and a.t == now and phase == "load_weights" and a.weights_total and a.reading
-                and a.eta_s is not None and now - self._bytes_eta_t >= BYTES_ETA_EVERY_S):
+        if (
+            a is not None
+            and a.t == now
+            and phase == "load_weights"
+            and a.weights_total
+            and a.reading
+            and a.eta_s is not None
+            and now - self._bytes_eta_t >= BYTES_ETA_EVERY_S
+        ):
             self._bytes_eta_t = now
-            out.append(Event("eta", now, {"phase": "load_weights", "basis": "bytes", "eta_s": round(a.eta_s, 1),
-                                          "read_bps": round(a.read_bps), "weights_read_bytes": a.weights_read,
-                                          "weights_total_bytes": a.weights_total,
-                                          "progress": round((a.weights_read or 0) / a.weights_total, 3)}))
+            out.append(
+                Event(
+                    "eta",
+                    now,
+                    {
+                        "phase": "load_weights",
+                        "basis": "bytes",
+                        "eta_s": round(a.eta_s, 1),
+                        "read_bps": round(a.read_bps),
+                        "weights_read_bytes": a.weights_read,
+                        "weights_total_bytes": a.weights_total,
+                        "progress": round((a.weights_read or 0) / a.weights_total, 3),
+                    },
+                )
+            )
         return a, out
-
 
 
 def watch_insight(analyzer: Any, pid: int | None) -> Insight:

@@ -70,8 +70,10 @@ class Activity:
             if self.weights_total:
                 done = self.weights_read or 0
                 eta = f", ETA {fmt_duration(self.eta_s)}" if self.eta_s is not None else ""
-                parts.append(f"reading weights at {fmt_bytes(self.read_bps)}/s ({done / self.weights_total:.0%} "
-                             f"of {fmt_bytes(self.weights_total)}{eta})")
+                parts.append(
+                    f"reading weights at {fmt_bytes(self.read_bps)}/s ({done / self.weights_total:.0%} "
+                    f"of {fmt_bytes(self.weights_total)}{eta})"
+                )
             else:
                 parts.append(f"reading at {fmt_bytes(self.read_bps)}/s")
         if self.busy:
@@ -80,10 +82,15 @@ class Activity:
         return "; ".join(parts) or "nothing moves"
 
     def to_json(self) -> dict[str, object]:
-        return {"read_bps": round(self.read_bps), "cpu_cores": round(self.cpu_cores, 2),
-                "compilers": list(self.compilers), "busiest": self.busiest or None,
-                "weights_total_bytes": self.weights_total, "weights_read_bytes": self.weights_read,
-                "eta_s": None if self.eta_s is None else round(self.eta_s, 1)}
+        return {
+            "read_bps": round(self.read_bps),
+            "cpu_cores": round(self.cpu_cores, 2),
+            "compilers": list(self.compilers),
+            "busiest": self.busiest or None,
+            "weights_total_bytes": self.weights_total,
+            "weights_read_bytes": self.weights_read,
+            "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
+        }
 
 
 CHECKED = "no output, no reads, no CPU, no compiler running"

@@ -30,7 +30,7 @@ def split_glued(segment: str) -> list[str]:
         if not start or bar.end() == 0:
             break
         out.append(segment[: bar.end()])
-        segment = segment[bar.end():]
+        segment = segment[bar.end() :]
     out.append(segment)
     return out
 

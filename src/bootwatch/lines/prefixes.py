@@ -14,8 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 _LEVELS = {
-    "I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL", "D": "DEBUG", "V": "DEBUG",
-    "WARN": "WARNING", "TRACE": "DEBUG", "CRITICAL": "CRITICAL", "FATAL": "FATAL",
+    "I": "INFO",
+    "W": "WARNING",
+    "E": "ERROR",
+    "F": "FATAL",
+    "D": "DEBUG",
+    "V": "DEBUG",
+    "WARN": "WARNING",
+    "TRACE": "DEBUG",
+    "CRITICAL": "CRITICAL",
+    "FATAL": "FATAL",
 }
 
 # (EngineCore_DP0 pid=123) (VllmWorker rank=1 pid=9) (Worker_TP1 pid=5) (RayWorkerWrapper pid=3, ip=10.0.0.1)
@@ -56,8 +64,10 @@ _TRTLLM = re.compile(
 _TM = re.compile(r"\[TM\]\[(?P<level>TRACE|DEBUG|INFO|WARNING|WARN|ERROR|FATAL)\](?:\[[^\]\s]*\])* ?")
 _TRTLLM_CPP = re.compile(r"\[TensorRT-LLM\]\[(?P<level>INFO|WARNING|ERROR|DEBUG|VERBOSE)\] ")
 # glog "W0902 12:01:32.507000 819883 torch/utils/cpp_extension.py:2425] "
-_GLOG = re.compile(r"(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.\d+\s+\d+ "
-                   r"[\w./\-]+:\d+\] ")
+_GLOG = re.compile(
+    r"(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.\d+\s+\d+ "
+    r"[\w./\-]+:\d+\] "
+)
 # llama.cpp with --log-timestamps/--log-prefix: "0.00.035.060 I msg"
 _LLAMACPP = re.compile(r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWEDT]) ")
 
@@ -90,8 +100,9 @@ _GOLOG = re.compile(
 )
 _ZEROLOG = re.compile(r" ?\d{1,2}:\d\d(?:AM|PM) (?P<level>DBG|INF|WRN|ERR|FTL|TRC) ")
 _ZEROLOG_LEVELS = {"DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL", "TRC": "DEBUG"}
-_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
-                                        "Dec"), 1)}
+_MONTHS = {
+    m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
+}
 
 
 @dataclass(slots=True)
@@ -141,16 +152,20 @@ def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
         if m and (not _TGI.match(text, pos) or _VLLM.match(text, m.end())):
             pos, t = m.end(), _stamp(m, year)
             continue
-        m = (_STREAM_WRAP.match(text, pos) or _KUBECTL.match(text, pos) or _STAMP_BAR.match(text, pos)
-             or _BARE_STAMP.match(text, pos))
+        m = (
+            _STREAM_WRAP.match(text, pos)
+            or _KUBECTL.match(text, pos)
+            or _STAMP_BAR.match(text, pos)
+            or _BARE_STAMP.match(text, pos)
+        )
         if m:
             pos = m.end()
             continue
         m = _SYSLOG.match(text, pos)
         if m:
-            mo = _MONTHS.get(text[pos:pos + 3])
+            mo = _MONTHS.get(text[pos : pos + 3])
             if mo:
-                day, hh, mm, ss = (int(text[pos + a:pos + a + 2]) for a in (4, 7, 10, 13))
+                day, hh, mm, ss = (int(text[pos + a : pos + a + 2]) for a in (4, 7, 10, 13))
                 t = _epoch(year, mo, day, hh, mm, ss)
             pos = m.end()
             continue

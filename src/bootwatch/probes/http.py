@@ -71,8 +71,13 @@ class HttpProbe:
                 holders = listener_pids(self.port)
                 foreign = bool(holders) and not (holders & our_pids)
             if foreign:
-                res = ProbeResult("foreign", r.status_code, f"port {self.port} is held by another process "
-                                  f"(pid {', '.join(map(str, sorted(listener_pids(self.port))))})", now)
+                res = ProbeResult(
+                    "foreign",
+                    r.status_code,
+                    f"port {self.port} is held by another process "
+                    f"(pid {', '.join(map(str, sorted(listener_pids(self.port))))})",
+                    now,
+                )
             elif r.status_code == 200:
                 res = ProbeResult("up", 200, "", now)
             elif r.status_code == 503:

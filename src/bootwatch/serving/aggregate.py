@@ -50,8 +50,9 @@ class Aggregate:
         if s.accept_rate is not None:
             _keep(self.accept_rates, s.accept_rate)
         if s.preemptions is not None:
-            self.preemptions = self.preemptions + s.preemptions if s.kind == "retract" else max(self.preemptions,
-                                                                                                 s.preemptions)
+            self.preemptions = (
+                self.preemptions + s.preemptions if s.kind == "retract" else max(self.preemptions, s.preemptions)
+            )
 
     def to_json(self) -> dict[str, Any] | None:
         if not self.samples:
@@ -67,7 +68,8 @@ class Aggregate:
             "peak_queue": self.peak_queue,
             "peak_kv_usage": round(self.peak_kv, 3) if self.peak_kv is not None else None,
             "mean_accept_len": round(sum(self.accept_lens) / len(self.accept_lens), 3) if self.accept_lens else None,
-            "mean_accept_rate": round(sum(self.accept_rates) / len(self.accept_rates), 3) if self.accept_rates
+            "mean_accept_rate": round(sum(self.accept_rates) / len(self.accept_rates), 3)
+            if self.accept_rates
             else None,
             "preemptions": self.preemptions,
         }

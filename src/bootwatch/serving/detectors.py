@@ -30,8 +30,13 @@ class Finding:
     t: float | None
 
     def to_warning(self) -> dict[str, Any]:
-        return {"line_no": self.line_no, "kind": self.kind, "text": f"{self.evidence}. Fix: {self.fix}",
-                "evidence": self.evidence, "fix": self.fix}
+        return {
+            "line_no": self.line_no,
+            "kind": self.kind,
+            "text": f"{self.evidence}. Fix: {self.fix}",
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
 
 
 @dataclass
@@ -83,24 +88,38 @@ def capacity_cut(ctx: Context) -> Cut | None:
     spec_default = _int(f.get("max_running_requests_spec_default"))
     spec = f.get("speculative_algorithm")
     if state_cap is not None:
-        return Cut(min(state_cap, eff or state_cap), f"{req}" if req else "more",
-                   f"the mamba state cache caps it to {state_cap}{where('max_running_requests_state_cap')}",
-                   "raise --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state with "
-                   "--mamba-ssm-dtype bfloat16")
+        return Cut(
+            min(state_cap, eff or state_cap),
+            f"{req}" if req else "more",
+            f"the mamba state cache caps it to {state_cap}{where('max_running_requests_state_cap')}",
+            "raise --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state with "
+            "--mamba-ssm-dtype bfloat16",
+        )
     if spec_default is not None:
-        return Cut(eff or spec_default, "no explicit value (the KV cache would size it)",
-                   f"SGLang reset it to {spec_default} because speculative decoding ({spec or 'on'}) is on"
-                   f"{where('max_running_requests_spec_default')}",
-                   "pass --max-running-requests explicitly (SGLang lowers it only when unset); size it from the "
-                   "KV cache line (max_total_num_tokens / tokens per request)")
+        return Cut(
+            eff or spec_default,
+            "no explicit value (the KV cache would size it)",
+            f"SGLang reset it to {spec_default} because speculative decoding ({spec or 'on'}) is on"
+            f"{where('max_running_requests_spec_default')}",
+            "pass --max-running-requests explicitly (SGLang lowers it only when unset); size it from the "
+            "KV cache line (max_total_num_tokens / tokens per request)",
+        )
     if eff is not None and req is not None and eff < req:
-        return Cut(eff, str(req), f"the scheduler runs {eff}{where('max_running_requests')}: the KV cache or the "
-                   "request pool cannot hold more",
-                   "give the KV cache more memory (--mem-fraction-static) or shorten --context-length, or ask for "
-                   f"--max-running-requests {eff} so the cap is visible")
+        return Cut(
+            eff,
+            str(req),
+            f"the scheduler runs {eff}{where('max_running_requests')}: the KV cache or the "
+            "request pool cannot hold more",
+            "give the KV cache more memory (--mem-fraction-static) or shorten --context-length, or ask for "
+            f"--max-running-requests {eff} so the cap is visible",
+        )
     if eff is not None and isinstance(spec, str) and spec and eff <= SPEC_CAP:
-        return Cut(eff, "no explicit value", f"speculative decoding ({spec}) is on and the cap is only {eff}"
-                   f"{where('max_running_requests')}", "pass --max-running-requests explicitly")
+        return Cut(
+            eff,
+            "no explicit value",
+            f"speculative decoding ({spec}) is on and the cap is only {eff}{where('max_running_requests')}",
+            "pass --max-running-requests explicitly",
+        )
     return None
 
 
@@ -116,8 +135,14 @@ class CapacityCutDetector:
         cut = capacity_cut(ctx)
         if cut is None or s.running < cut.effective:
             return None
-        return Finding(self.kind, f"{s.running} requests running = the cap of {cut.effective} while {s.queued} "
-                       f"wait{_at(s)}; asked: {cut.requested}; {cut.why}", cut.fix, s.line_no, s.t)
+        return Finding(
+            self.kind,
+            f"{s.running} requests running = the cap of {cut.effective} while {s.queued} "
+            f"wait{_at(s)}; asked: {cut.requested}; {cut.why}",
+            cut.fix,
+            s.line_no,
+            s.t,
+        )
 
 
 class InfoDisagreesDetector:
@@ -134,10 +159,15 @@ class InfoDisagreesDetector:
         if info is None or eff is None or info == eff:
             return None
         line = ctx.fact_lines.get("max_running_requests_state_cap", ctx.fact_lines.get("max_running_requests"))
-        return Finding(self.kind, f"/get_server_info reports max_running_requests={info} but the log says the "
-                       f"scheduler runs {eff} (line {line}): clients sizing concurrency from the endpoint "
-                       "overload the queue", "trust the log's value; set --max-running-requests to what fits",
-                       line, s.t)
+        return Finding(
+            self.kind,
+            f"/get_server_info reports max_running_requests={info} but the log says the "
+            f"scheduler runs {eff} (line {line}): clients sizing concurrency from the endpoint "
+            "overload the queue",
+            "trust the log's value; set --max-running-requests to what fits",
+            line,
+            s.t,
+        )
 
 
 class SaturatedDetector:
@@ -162,12 +192,28 @@ class SaturatedDetector:
         if len(self.streak) < SATURATED_STREAK or s.queued <= (first.queued or 0) or capacity_cut(ctx):
             return None
         kv = f", KV cache {s.kv_usage:.0%} used" if s.kv_usage is not None else ""
-        knob = "--max-num-seqs" if ctx.engine == "vllm" else "--max-running-requests" if ctx.engine == "sglang" \
-            else "--parallel" if ctx.engine == "llamacpp" else "the engine's concurrency limit"
-        room = "raise " + knob + " (the KV cache has room)" if s.kv_usage is not None and s.kv_usage < 0.8 \
+        knob = (
+            "--max-num-seqs"
+            if ctx.engine == "vllm"
+            else "--max-running-requests"
+            if ctx.engine == "sglang"
+            else "--parallel"
+            if ctx.engine == "llamacpp"
+            else "the engine's concurrency limit"
+        )
+        room = (
+            "raise " + knob + " (the KV cache has room)"
+            if s.kv_usage is not None and s.kv_usage < 0.8
             else "add replicas or memory for the KV cache (it is nearly full)"
-        return Finding(self.kind, f"{s.running} running for {len(self.streak)} readings while the queue grew from "
-                       f"{first.queued} to {s.queued}{kv}{_at(s)}", room, s.line_no, s.t)
+        )
+        return Finding(
+            self.kind,
+            f"{s.running} running for {len(self.streak)} readings while the queue grew from "
+            f"{first.queued} to {s.queued}{kv}{_at(s)}",
+            room,
+            s.line_no,
+            s.t,
+        )
 
 
 class HangDetector:
@@ -190,10 +236,14 @@ class HangDetector:
             return None
         if s.t is None or self.since.t is None or s.t - self.since.t < self.hang_s:
             return None
-        return Finding(self.kind, f"{s.running} requests running at 0 tokens/s for {s.t - self.since.t:.0f} s "
-                       f"(since{_at(self.since)[1:]}",
-                       "a rank or collective is stuck: dump the workers' stacks (py-spy dump --pid) and restart; "
-                       "check the other ranks' logs for an error", s.line_no, s.t)
+        return Finding(
+            self.kind,
+            f"{s.running} requests running at 0 tokens/s for {s.t - self.since.t:.0f} s (since{_at(self.since)[1:]}",
+            "a rank or collective is stuck: dump the workers' stacks (py-spy dump --pid) and restart; "
+            "check the other ranks' logs for an error",
+            s.line_no,
+            s.t,
+        )
 
 
 class LowAcceptanceDetector:
@@ -214,14 +264,27 @@ class LowAcceptanceDetector:
             return None
         drafter = ctx.facts.get("draft_model")
         who = f" for the drafter {drafter}" if drafter else ""
-        fix = ("check that the draft model matches the target (same tokenizer, a draft trained for this model and "
-               "quantization), or turn speculative decoding off: it costs throughput now")
+        fix = (
+            "check that the draft model matches the target (same tokenizer, a draft trained for this model and "
+            "quantization), or turn speculative decoding off: it costs throughput now"
+        )
         if len(self.lens) == ACCEPT_WINDOW and (m := sum(self.lens) / len(self.lens)) < LOW_ACCEPT_LEN:
-            return Finding(self.kind, f"mean acceptance length {m:.2f} over the last {ACCEPT_WINDOW} readings{who} "
-                           f"(1.0 = every draft token rejected){_at(s)}", fix, s.line_no, s.t)
+            return Finding(
+                self.kind,
+                f"mean acceptance length {m:.2f} over the last {ACCEPT_WINDOW} readings{who} "
+                f"(1.0 = every draft token rejected){_at(s)}",
+                fix,
+                s.line_no,
+                s.t,
+            )
         if len(self.rates) == ACCEPT_WINDOW and (r := sum(self.rates) / len(self.rates)) < LOW_ACCEPT_RATE:
-            return Finding(self.kind, f"draft acceptance rate {r:.0%} over the last {ACCEPT_WINDOW} readings{who}"
-                           f"{_at(s)}", fix, s.line_no, s.t)
+            return Finding(
+                self.kind,
+                f"draft acceptance rate {r:.0%} over the last {ACCEPT_WINDOW} readings{who}{_at(s)}",
+                fix,
+                s.line_no,
+                s.t,
+            )
         return None
 
 
@@ -253,11 +316,19 @@ class PreemptionDetector:
         self.total += new
         if self.rises < 2:
             return None
-        fix = ("raise --mem-fraction-static, or --schedule-conservativeness (e.g. 1.3) so fewer requests are "
-               "admitted than can finish" if ctx.engine == "sglang" else
-               "raise --gpu-memory-utilization, or lower --max-num-seqs / --max-model-len so the running requests fit")
-        return Finding(self.kind, f"{self.total} requests preempted in {self.rises} readings, still climbing{_at(s)}",
-                       fix, s.line_no, s.t)
+        fix = (
+            "raise --mem-fraction-static, or --schedule-conservativeness (e.g. 1.3) so fewer requests are "
+            "admitted than can finish"
+            if ctx.engine == "sglang"
+            else "raise --gpu-memory-utilization, or lower --max-num-seqs / --max-model-len so the running requests fit"
+        )
+        return Finding(
+            self.kind,
+            f"{self.total} requests preempted in {self.rises} readings, still climbing{_at(s)}",
+            fix,
+            s.line_no,
+            s.t,
+        )
 
 
 class JitDipDetector:
@@ -279,15 +350,32 @@ class JitDipDetector:
         typical = ctx.typical_tps()
         if typical is None or s.gen_tps >= JIT_DIP * typical:
             return None
-        fix = ("compile before serving: SGLang `python -m sglang.compile_deep_gemm` with the server's arguments, "
-               "and keep the flashinfer JIT cache between runs" if ctx.engine == "sglang" else
-               "keep VLLM_CACHE_ROOT (the torch.compile cache) between runs, and list the batch sizes the load "
-               "uses in compilation_config so they compile at startup" if ctx.engine == "vllm" else
-               "warm the server up with the load's shapes before taking traffic")
-        return Finding(self.kind, f"throughput fell to {s.gen_tps:.1f} tokens/s (usually {typical:.1f}){_at(s)} "
-                       f"while kernels were compiled on first use{_at(self.jit)}", fix, s.line_no, s.t)
+        fix = (
+            "compile before serving: SGLang `python -m sglang.compile_deep_gemm` with the server's arguments, "
+            "and keep the flashinfer JIT cache between runs"
+            if ctx.engine == "sglang"
+            else "keep VLLM_CACHE_ROOT (the torch.compile cache) between runs, and list the batch sizes the load "
+            "uses in compilation_config so they compile at startup"
+            if ctx.engine == "vllm"
+            else "warm the server up with the load's shapes before taking traffic"
+        )
+        return Finding(
+            self.kind,
+            f"throughput fell to {s.gen_tps:.1f} tokens/s (usually {typical:.1f}){_at(s)} "
+            f"while kernels were compiled on first use{_at(self.jit)}",
+            fix,
+            s.line_no,
+            s.t,
+        )
 
 
 def all_detectors(hang_s: float = HANG_S) -> list[Detector]:
-    return [CapacityCutDetector(), InfoDisagreesDetector(), SaturatedDetector(), HangDetector(hang_s),
-            LowAcceptanceDetector(), PreemptionDetector(), JitDipDetector()]
+    return [
+        CapacityCutDetector(),
+        InfoDisagreesDetector(),
+        SaturatedDetector(),
+        HangDetector(hang_s),
+        LowAcceptanceDetector(),
+        PreemptionDetector(),
+        JitDipDetector(),
+    ]

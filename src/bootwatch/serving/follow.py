@@ -90,8 +90,11 @@ class ServingTracker:
         """The live line: the latest reading of each rank of the sample's source, combined (requests and
         throughput add up over DP ranks; KV use and acceptance are averaged)."""
         now = s.t
-        same = [x for (src, _), x in self._latest.items() if src == s.source.value
-                and (now is None or x.t is None or now - x.t <= FRESH_S)] or [s]
+        same = [
+            x
+            for (src, _), x in self._latest.items()
+            if src == s.source.value and (now is None or x.t is None or now - x.t <= FRESH_S)
+        ] or [s]
 
         def total(name: str) -> float | None:
             vals = [getattr(x, name) for x in same if getattr(x, name) is not None]

@@ -40,22 +40,32 @@ class Names:
 
 NAMES: dict[str, Names] = {
     "vllm": Names(
-        running=("vllm:num_requests_running",), queued=("vllm:num_requests_waiting",),
+        running=("vllm:num_requests_running",),
+        queued=("vllm:num_requests_waiting",),
         kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         gen_tokens=("vllm:generation_tokens_total",),
         accepted=("vllm:spec_decode_num_accepted_tokens_total",),
-        drafted=("vllm:spec_decode_num_draft_tokens_total",), drafts=("vllm:spec_decode_num_drafts_total",),
-        preemptions=("vllm:num_preemptions_total",)),
+        drafted=("vllm:spec_decode_num_draft_tokens_total",),
+        drafts=("vllm:spec_decode_num_drafts_total",),
+        preemptions=("vllm:num_preemptions_total",),
+    ),
     "sglang": Names(
-        running=("sglang:num_running_reqs",), queued=("sglang:num_queue_reqs",), kv_usage=("sglang:token_usage",),
-        gen_tps=("sglang:gen_throughput",), accept_len=("sglang:spec_accept_length",),
-        gen_tokens=("sglang:generation_tokens_total",)),
+        running=("sglang:num_running_reqs",),
+        queued=("sglang:num_queue_reqs",),
+        kv_usage=("sglang:token_usage",),
+        gen_tps=("sglang:gen_throughput",),
+        accept_len=("sglang:spec_accept_length",),
+        gen_tokens=("sglang:generation_tokens_total",),
+    ),
     "llamacpp": Names(
-        running=("llamacpp:requests_processing",), queued=("llamacpp:requests_deferred",),
-        kv_usage=("llamacpp:kv_cache_usage_ratio",), gen_tokens=("llamacpp:tokens_predicted_total",),
+        running=("llamacpp:requests_processing",),
+        queued=("llamacpp:requests_deferred",),
+        kv_usage=("llamacpp:kv_cache_usage_ratio",),
+        gen_tokens=("llamacpp:tokens_predicted_total",),
         accepted=("llamacpp:spec_decode_num_accepted_tokens_total",),
         drafted=("llamacpp:spec_decode_num_draft_tokens_total",),
-        drafts=("llamacpp:spec_decode_num_drafts_total",)),
+        drafts=("llamacpp:spec_decode_num_drafts_total",),
+    ),
 }
 # A ratio is averaged over its series (one per engine or DP rank), a count is summed.
 _MEAN = ("kv_usage", "accept_len")
@@ -101,8 +111,9 @@ class Scrape:
         s.running = int(running) if running is not None else None
         s.queued = int(queued) if queued is not None else None
         s.kv_usage, s.gen_tps, s.accept_len = get("kv_usage"), get("gen_tps"), get("accept_len")
-        counters = {f: v for f in ("gen_tokens", "accepted", "drafted", "drafts", "preemptions")
-                    if (v := get(f)) is not None}
+        counters = {
+            f: v for f in ("gen_tokens", "accepted", "drafted", "drafts", "preemptions") if (v := get(f)) is not None
+        }
         if "preemptions" in counters:
             s.preemptions = int(counters["preemptions"])
         if self._prev is not None:
@@ -158,8 +169,9 @@ async def server_info_cap(client: httpx.AsyncClient, url: str) -> int | None:
     return None
 
 
-async def follow_metrics(url: str, tracker: Any, emit: Callable[[list[Event]], None],
-                         interval_s: float = SCRAPE_S) -> None:
+async def follow_metrics(
+    url: str, tracker: Any, emit: Callable[[list[Event]], None], interval_s: float = SCRAPE_S
+) -> None:
     """Scrape `url`'s /metrics every interval while the task lives (the session cancels it) and hand the
     readings to the tracker's ServingTracker; a server without /metrics is asked again, quietly."""
     murl = metrics_url(url)

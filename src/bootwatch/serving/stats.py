@@ -43,13 +43,22 @@ class ServingSample:
 
 
 _INTS = ("running", "queued", "accepted", "drafted", "preemptions", "swapped", "retracted", "eval_tokens")
-_FLOATS = ("kv_usage", "gen_tps", "prompt_tps", "accept_len", "accept_rate", "kv_usage_pct", "eval_ms",
-           "time_per_token")
+_FLOATS = (
+    "kv_usage",
+    "gen_tps",
+    "prompt_tps",
+    "accept_len",
+    "accept_rate",
+    "kv_usage_pct",
+    "eval_ms",
+    "time_per_token",
+)
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
 
 
-def from_groups(kind: str, groups: dict[str, str], t: float | None, line_no: int | None,
-                proc: str | None) -> ServingSample:
+def from_groups(
+    kind: str, groups: dict[str, str], t: float | None, line_no: int | None, proc: str | None
+) -> ServingSample:
     """The named groups of a `stats` rule (strings) as a sample; engine-specific shapes become the same fields."""
     ints = {k: int(v) for k, v in groups.items() if k in _INTS and v}
     floats = {k: float(v) for k, v in groups.items() if k in _FLOATS and v}

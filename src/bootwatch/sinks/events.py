@@ -60,10 +60,19 @@ class PlainSink:
         self._serving: dict[str, PlainThrottle] = {}  # by node
         # A kind not here (a log line) prints nothing: this stream is steps and verdicts, never the log itself.
         self._handlers: dict[str, Callable[[Event, float, str], None]] = {
-            "phase": self._on_phase, "progress": self._on_progress, "warning": self._on_warning,
-            "stall": self._on_message, "activity": self._on_message, "eta": self._on_eta, "ready": self._on_ready,
-            "failed": self._on_failed, "timeout": self._on_end, "stalled": self._on_end, "launch": self._on_launch,
-            "serving": self._on_serving, "fact": self._on_fact,
+            "phase": self._on_phase,
+            "progress": self._on_progress,
+            "warning": self._on_warning,
+            "stall": self._on_message,
+            "activity": self._on_message,
+            "eta": self._on_eta,
+            "ready": self._on_ready,
+            "failed": self._on_failed,
+            "timeout": self._on_end,
+            "stalled": self._on_end,
+            "launch": self._on_launch,
+            "serving": self._on_serving,
+            "fact": self._on_fact,
         }
 
     def _say(self, now: float, text: str, node: str = "") -> None:
@@ -110,9 +119,13 @@ class PlainSink:
     def _on_eta(self, ev: Event, now: float, node: str) -> None:
         if field_of(ev, "p50_s") is None:
             return
-        self._say(now, f"eta {field_of(ev, 'phase')}: p50 {fmt_duration(field_of(ev, 'p50_s'))}, "
-                  f"p90 {fmt_duration(field_of(ev, 'p90_s'))} "
-                  f"(from {field_of(ev, 'n')} past startups, {field_of(ev, 'basis')})", node)
+        self._say(
+            now,
+            f"eta {field_of(ev, 'phase')}: p50 {fmt_duration(field_of(ev, 'p50_s'))}, "
+            f"p90 {fmt_duration(field_of(ev, 'p90_s'))} "
+            f"(from {field_of(ev, 'n')} past startups, {field_of(ev, 'basis')})",
+            node,
+        )
 
     def _on_ready(self, ev: Event, now: float, node: str) -> None:
         where = f" (line {field_of(ev, 'line_no')})" if field_of(ev, "line_no") else ""
@@ -120,8 +133,12 @@ class PlainSink:
 
     def _on_failed(self, ev: Event, now: float, node: str) -> None:
         when = "after readiness" if field_of(ev, "runtime") else "during startup"
-        self._say(now, f"FAILED {when} ({field_of(ev, 'category', 'unknown')}, line {field_of(ev, 'line_no')}): "
-                  f"{field_of(ev, 'text')}", node)
+        self._say(
+            now,
+            f"FAILED {when} ({field_of(ev, 'category', 'unknown')}, line {field_of(ev, 'line_no')}): "
+            f"{field_of(ev, 'text')}",
+            node,
+        )
 
     def _on_end(self, ev: Event, now: float, node: str) -> None:
         self._say(now, f"{kind_of(ev).upper()}: {field_of(ev, 'message', '')}", node)

@@ -67,8 +67,11 @@ def _text(value: object, style: str = "") -> Text:
 
 def _phases(s: StoredStartup) -> Text:
     # name=4.2s with no space inside, so that the column wraps between phases, not inside one.
-    parts = [f"{'draft:' if p.draft else ''}{p.name}={fmt_duration(p.duration_s).replace(' ', '')}"
-             for p in s.phases if p.duration_s is not None and p.name not in ("start", "ready")]
+    parts = [
+        f"{'draft:' if p.draft else ''}{p.name}={fmt_duration(p.duration_s).replace(' ', '')}"
+        for p in s.phases
+        if p.duration_s is not None and p.name not in ("start", "ready")
+    ]
     return _text(" ".join(parts))
 
 
@@ -87,9 +90,16 @@ def render(entries: list[StoredStartup], console: Console) -> None:
         engine = s.engine + (f" {s.engine_version}" if s.engine_version else "")
         outcome = s.verdict + (f" ({s.root_cause_category})" if s.root_cause_category else "")
         took = s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
-        t.add_row(Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started_at))), _text(engine),
-                  _text(s.model), _text(outcome, _VERDICT_STYLE.get(s.verdict, "")), Text(fmt_duration(took)),
-                  _phases(s), _text(s.source), _text(s.root_cause))
+        t.add_row(
+            Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started_at))),
+            _text(engine),
+            _text(s.model),
+            _text(outcome, _VERDICT_STYLE.get(s.verdict, "")),
+            Text(fmt_duration(took)),
+            _phases(s),
+            _text(s.source),
+            _text(s.root_cause),
+        )
     console.print(t)
 
 
@@ -106,8 +116,9 @@ def compare(a: int, b: int, console: Console) -> None:
         raise UsageError(f"cannot read the history store ({_reason(e)})") from None
     missing = [str(i) for i in (a, b) if i not in found]
     if missing:
-        raise UsageError(f"--compare: no startup with id {' or '.join(missing)} in the history "
-                         "(ids: bootwatch history --json)")
+        raise UsageError(
+            f"--compare: no startup with id {' or '.join(missing)} in the history (ids: bootwatch history --json)"
+        )
     sa, sb = found[a], found[b]
     t = Table(box=None, header_style="bold", pad_edge=False)
     t.add_column("")
@@ -122,9 +133,13 @@ def compare(a: int, b: int, console: Console) -> None:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_at))
 
     t.add_row(Text("started"), Text(when(sa)), Text(when(sb)), Text(""))
-    for label, va, vb in (("engine", sa.engine, sb.engine), ("version", sa.engine_version, sb.engine_version),
-                          ("model", sa.model, sb.model), ("host", sa.host, sb.host),
-                          ("outcome", sa.verdict, sb.verdict)):
+    for label, va, vb in (
+        ("engine", sa.engine, sb.engine),
+        ("version", sa.engine_version, sb.engine_version),
+        ("model", sa.model, sb.model),
+        ("host", sa.host, sb.host),
+        ("outcome", sa.verdict, sb.verdict),
+    ):
         t.add_row(Text(label), _text(va), _text(vb), Text("" if va == vb else "differs", style="yellow"))
     for key in sorted(set(sa.args) | set(sb.args)):
         va, vb = sa.args.get(key), sb.args.get(key)
@@ -137,11 +152,16 @@ def compare(a: int, b: int, console: Console) -> None:
     for name, draft in order:
         da = _phase_total(sa, name, draft)
         db = _phase_total(sb, name, draft)
-        t.add_row(_text(("draft:" if draft else "") + name), Text(fmt_duration(da)), Text(fmt_duration(db)),
-                  _change(da, db))
+        t.add_row(
+            _text(("draft:" if draft else "") + name), Text(fmt_duration(da)), Text(fmt_duration(db)), _change(da, db)
+        )
     ta, tb = took(sa), took(sb)
-    t.add_row(Text("to ready" if sa.verdict == sb.verdict == "ready" else "total", style="bold"),
-              Text(fmt_duration(ta)), Text(fmt_duration(tb)), _change(ta, tb))
+    t.add_row(
+        Text("to ready" if sa.verdict == sb.verdict == "ready" else "total", style="bold"),
+        Text(fmt_duration(ta)),
+        Text(fmt_duration(tb)),
+        _change(ta, tb),
+    )
     t.add_row(Text("root cause"), _text(sa.root_cause), _text(sb.root_cause), Text(""))
     console.print(t)
 

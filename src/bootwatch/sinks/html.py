@@ -19,11 +19,27 @@ CHART_W = 760
 ROW_H = 30
 CAUSE_H = 18
 AXIS_H = 28
-PHASE_COLORS = {"start": "#9aa5b1", "config": "#c3b1e1", "download": "#6fa8dc", "distributed_init": "#8e7cc3",
-                "load_weights": "#3d85c6", "load_draft": "#76a5af", "compile": "#e69138", "cuda_graph": "#f1c232",
-                "kv_cache": "#6aa84f", "warmup": "#93c47d", "tokenizer": "#a2c4c9", "server": "#b4a7d6"}
-VERDICT_COLORS = {"ready": "#2e7d32", "failed": "#c62828", "stalled": "#ef6c00", "timeout": "#ef6c00",
-                  "incomplete": "#757575"}
+PHASE_COLORS = {
+    "start": "#9aa5b1",
+    "config": "#c3b1e1",
+    "download": "#6fa8dc",
+    "distributed_init": "#8e7cc3",
+    "load_weights": "#3d85c6",
+    "load_draft": "#76a5af",
+    "compile": "#e69138",
+    "cuda_graph": "#f1c232",
+    "kv_cache": "#6aa84f",
+    "warmup": "#93c47d",
+    "tokenizer": "#a2c4c9",
+    "server": "#b4a7d6",
+}
+VERDICT_COLORS = {
+    "ready": "#2e7d32",
+    "failed": "#c62828",
+    "stalled": "#ef6c00",
+    "timeout": "#ef6c00",
+    "incomplete": "#757575",
+}
 CAUSE_CAP = 120  # what fits under the chart; the table below has all of it
 
 
@@ -58,7 +74,7 @@ def bars(s: StoredStartup) -> tuple[list[Bar], float]:
         start = p.start_offset_s if p.start_offset_s is not None else offset
         dur, open_ended = p.duration_s, False
         if dur is None:
-            dur, open_ended = _until_the_end(s.phases[i + 1:], start, end), True
+            dur, open_ended = _until_the_end(s.phases[i + 1 :], start, end), True
             if dur is None:
                 continue
         out.append(Bar(p.name, p.draft, start, max(dur, 0.0), open_ended))
@@ -102,8 +118,10 @@ def _svg(startups: Sequence[StoredStartup]) -> str:
     heights = [ROW_H + (CAUSE_H if _shows_cause(s) else 0) for s in startups]
     total_h = AXIS_H + sum(heights) + 10
     w = LABEL_W + CHART_W + 110  # room for the end mark and the total after the longest bar
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{total_h}" '
-             f'viewBox="0 0 {w} {total_h}" role="img" aria-label="startup timeline">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{total_h}" '
+        f'viewBox="0 0 {w} {total_h}" role="img" aria-label="startup timeline">'
+    ]
     parts += _axis(span, scale, total_h)
     y = AXIS_H
     for (s, bs, finish), h in zip(laid, heights, strict=True):
@@ -128,8 +146,10 @@ def _axis(span: float, scale: float, total_h: int) -> list[str]:
     tick = 0.0
     while tick <= span + 1e-9:
         x = LABEL_W + tick * scale
-        parts.append(f'<line x1="{x:.1f}" y1="{AXIS_H - 6}" x2="{x:.1f}" y2="{total_h}" class="grid"/>'
-                     f'<text x="{x:.1f}" y="{AXIS_H - 10}" class="tick">{_e(fmt_duration(tick))}</text>')
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{AXIS_H - 6}" x2="{x:.1f}" y2="{total_h}" class="grid"/>'
+            f'<text x="{x:.1f}" y="{AXIS_H - 10}" class="tick">{_e(fmt_duration(tick))}</text>'
+        )
         tick += step
     return parts
 
@@ -137,8 +157,10 @@ def _axis(span: float, scale: float, total_h: int) -> list[str]:
 def _row_label(s: StoredStartup, y: int) -> str:
     model = s.model or ""
     model = model if len(model) <= 56 else "…" + model[-55:]  # a path's end names the model
-    return (f'<text x="4" y="{y + 13}" class="label">{_e(_label(s))}</text>'
-            f'<text x="4" y="{y + 26}" class="model">{_e(model)}</text>')
+    return (
+        f'<text x="4" y="{y + 13}" class="label">{_e(_label(s))}</text>'
+        f'<text x="4" y="{y + 26}" class="model">{_e(model)}</text>'
+    )
 
 
 def _bar(b: Bar, y: int, scale: float) -> str:
@@ -147,8 +169,10 @@ def _bar(b: Bar, y: int, scale: float) -> str:
     tip = f"{name}: {fmt_duration(b.duration_s)}" + (" (until the end)" if b.open_ended else "")
     cls = "bar open" if b.open_ended else "bar"
     inside = f'<text x="{x + 4:.1f}" y="{y + 18}" class="inbar">{_e(name)}</text>' if bw > 8 * len(name) + 8 else ""
-    return (f'<g><title>{_e(tip)}</title><rect x="{x:.1f}" y="{y + 3}" width="{bw:.1f}" '
-            f'height="{ROW_H - 8}" rx="2" fill="{_color(b.name)}" class="{cls}"/>{inside}</g>')
+    return (
+        f'<g><title>{_e(tip)}</title><rect x="{x:.1f}" y="{y + 3}" width="{bw:.1f}" '
+        f'height="{ROW_H - 8}" rx="2" fill="{_color(b.name)}" class="{cls}"/>{inside}</g>'
+    )
 
 
 def _end_mark(s: StoredStartup, finish: float, y: int, scale: float) -> str:
@@ -162,10 +186,12 @@ def _end_mark(s: StoredStartup, finish: float, y: int, scale: float) -> str:
 def _cause(s: StoredStartup, y: int) -> str:
     """The root cause under the row, cut to what fits."""
     root = s.root_cause or ""
-    cause = root if len(root) <= CAUSE_CAP else root[:CAUSE_CAP - 1] + "…"
+    cause = root if len(root) <= CAUSE_CAP else root[: CAUSE_CAP - 1] + "…"
     cat = f"[{s.root_cause_category}] " if s.root_cause_category else ""
-    return (f'<text x="{LABEL_W}" y="{y + ROW_H + 10}" fill="{_verdict_color(s)}" class="cause">'
-            f'{_e(s.verdict.upper())}: {_e(cat)}{_e(cause)}</text>')
+    return (
+        f'<text x="{LABEL_W}" y="{y + ROW_H + 10}" fill="{_verdict_color(s)}" class="cause">'
+        f"{_e(s.verdict.upper())}: {_e(cat)}{_e(cause)}</text>"
+    )
 
 
 def _verdict_color(s: StoredStartup) -> str:
@@ -178,21 +204,27 @@ def _legend(startups: Sequence[StoredStartup]) -> str:
         for p in s.phases:
             if p.name != "ready" and p.name not in names:
                 names.append(p.name)
-    return "".join(f'<span class="key"><span class="sw" style="background:{_color(n)}"></span>{_e(n)}</span>'
-                   for n in names)
+    return "".join(
+        f'<span class="key"><span class="sw" style="background:{_color(n)}"></span>{_e(n)}</span>' for n in names
+    )
 
 
 def _table(startups: Sequence[StoredStartup]) -> str:
     rows = []
     for s in startups:
         took = _end_s(s)
-        phases = " ".join(f"{p.name}={fmt_duration(p.duration_s)}" for p in s.phases
-                          if p.duration_s is not None and p.name != "ready")
-        rows.append(f"<tr><td>{_e(s.id if s.id is not None else '')}</td><td>{_e(_label(s))}</td>"
-                    f"<td>{_e(s.model)}</td><td class=\"v-{_e(s.verdict)}\">{_e(s.verdict)}</td>"
-                    f"<td>{_e(fmt_duration(took))}</td><td>{_e(phases)}</td><td>{_e(s.root_cause)}</td></tr>")
-    return ("<table><thead><tr><th>id</th><th>started</th><th>model</th><th>outcome</th><th>to ready</th>"
-            "<th>phases</th><th>root cause</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+        phases = " ".join(
+            f"{p.name}={fmt_duration(p.duration_s)}" for p in s.phases if p.duration_s is not None and p.name != "ready"
+        )
+        rows.append(
+            f"<tr><td>{_e(s.id if s.id is not None else '')}</td><td>{_e(_label(s))}</td>"
+            f'<td>{_e(s.model)}</td><td class="v-{_e(s.verdict)}">{_e(s.verdict)}</td>'
+            f"<td>{_e(fmt_duration(took))}</td><td>{_e(phases)}</td><td>{_e(s.root_cause)}</td></tr>"
+        )
+    return (
+        "<table><thead><tr><th>id</th><th>started</th><th>model</th><th>outcome</th><th>to ready</th>"
+        "<th>phases</th><th>root cause</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
 
 
 CSS = """
@@ -216,12 +248,14 @@ def timeline_html(startups: Sequence[StoredStartup], title: str) -> str:
         body = f'<div class="legend">{_legend(startups)}</div>{_svg(startups)}{_table(startups)}'
     else:
         body = "<p>No startups to show.</p>"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
-            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
-            f"<h1>{_e(title)}</h1><div class=\"sub\">{len(startups)} startup(s), phases on one time scale; "
-            "hover a bar for its duration. Generated by bootwatch.</div>"
-            f"{body}</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+        f'<h1>{_e(title)}</h1><div class="sub">{len(startups)} startup(s), phases on one time scale; '
+        "hover a bar for its duration. Generated by bootwatch.</div>"
+        f"{body}</body></html>\n"
+    )
 
 
 def write_timeline(path: str, startups: Sequence[StoredStartup], title: str) -> None:
@@ -235,9 +269,6 @@ def write_timeline(path: str, startups: Sequence[StoredStartup], title: str) -> 
         raise UsageError(f"--html {path}: cannot write it ({e.strerror or e})") from None
 
 
-
-
-
 def report_timeline(path: str, summary: dict[str, Any], log: str) -> None:
     """`report --html`: the one startup the log holds, on its own clock."""
     from bootwatch.store import startup_from_summary
@@ -245,4 +276,6 @@ def report_timeline(path: str, summary: dict[str, Any], log: str) -> None:
     started = time.time()
     startup = startup_from_summary(summary, log, "watch", started)
     write_timeline(path, [startup], f"bootwatch: {log}")
+
+
 __all__ = ["bars", "report_timeline", "timeline_html", "write_timeline"]

@@ -112,8 +112,11 @@ class ServerView:
         if name == "health":
             self.health = shown(field_of(ev, "value"))
         elif name == "verify_latency_s":
-            self.verify = (bool(field_of(ev, "ok", True)), float(field_of(ev, "value") or 0.0),
-                           shown(field_of(ev, "error") or ""))
+            self.verify = (
+                bool(field_of(ev, "ok", True)),
+                float(field_of(ev, "value") or 0.0),
+                shown(field_of(ev, "error") or ""),
+            )
 
     def _on_serving(self, ev: Event, now: float) -> None:
         self.serving = shown(describe(ev.data))
@@ -155,9 +158,20 @@ class ServerView:
         self.end = (kind_of(ev), shown(field_of(ev, "message", "")))
 
     _ON: ClassVar[dict[str, Callable[[ServerView, Event, float], str | None]]] = {
-        "line": _on_line, "phase": _on_phase, "progress": _on_progress, "fact": _on_fact, "serving": _on_serving,
-        "warning": _on_warning, "ready": _on_ready, "failed": _on_failed, "eta": _on_eta, "stall": _on_message,
-        "activity": _on_message, "launch": _on_launch, "stalled": _on_end, "timeout": _on_end,
+        "line": _on_line,
+        "phase": _on_phase,
+        "progress": _on_progress,
+        "fact": _on_fact,
+        "serving": _on_serving,
+        "warning": _on_warning,
+        "ready": _on_ready,
+        "failed": _on_failed,
+        "eta": _on_eta,
+        "stall": _on_message,
+        "activity": _on_message,
+        "launch": _on_launch,
+        "stalled": _on_end,
+        "timeout": _on_end,
     }
 
     def _begin(self, name: str, draft: bool, t: float | None, now: float) -> None:
@@ -238,8 +252,9 @@ def banner(view: ServerView, now: float, started: float) -> RenderableType | Non
     if state in ("ready", "died"):
         return _ready_banner(view, state, started)
     if view.end is not None:
-        return Panel(Text(f"{view.end[0].upper()}: {view.end[1]}", style="bold yellow"), border_style="yellow",
-                     expand=False)
+        return Panel(
+            Text(f"{view.end[0].upper()}: {view.end[1]}", style="bold yellow"), border_style="yellow", expand=False
+        )
     return None
 
 
@@ -281,8 +296,9 @@ class Screen:
 
 
 class LiveSink:
-    def __init__(self, names: list[str], source: str, console: Console | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, names: list[str], source: str, console: Console | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.names = names
         self.views = {name: ServerView() for name in names}
         self.source = source
@@ -292,8 +308,7 @@ class LiveSink:
         self.notes: list[str] = []
         self.end: tuple[str, str] | None = None  # the cluster's own stall or timeout
         self.lock = threading.Lock()  # the refresh thread draws while the event loop updates
-        self.live = Live(Screen(self, clock), console=self.console, refresh_per_second=REFRESH_PER_S,
-                         transient=True)
+        self.live = Live(Screen(self, clock), console=self.console, refresh_per_second=REFRESH_PER_S, transient=True)
         self.live.start()
 
     @property
@@ -423,8 +438,9 @@ class LiveSink:
 
     def _final_ready(self, view: ServerView, summary: dict[str, Any], now: float) -> None:
         ready = summary["ready"]
-        view.ready = shown(f"line {ready['line_no']}: {ready['text']}" if ready.get("line_no")
-                           else ready.get("text", ""))
+        view.ready = shown(
+            f"line {ready['line_no']}: {ready['text']}" if ready.get("line_no") else ready.get("text", "")
+        )
         ttr = _time_to_ready(summary)
         view.ready_at = self.started + ttr if ttr is not None else (view.ready_at or now)
         if not summary.get("runtime_failure"):
@@ -451,8 +467,9 @@ def _failure_text(failure: dict[str, Any]) -> str:
 
 def _current_phase_row(p: PhaseView, now: float) -> tuple[Text, str, Table]:
     """The phase under way: its bar, its count and its ETA."""
-    bar: RenderableType = ProgressBar(total=1.0, completed=p.progress or 0.0, width=24) if p.progress is not None \
-        else Text("")
+    bar: RenderableType = (
+        ProgressBar(total=1.0, completed=p.progress or 0.0, width=24) if p.progress is not None else Text("")
+    )
     count = f" {p.n}/{p.total}" if p.total else ""
     row = Table.grid()
     row.add_row(bar, Text(f"{count} {_eta(p, now)}"))

@@ -177,8 +177,14 @@ class MetricsSink:
             self._fact(name, d.get("value"))
 
     _HANDLERS: ClassVar[dict[str, Callable[[MetricsSink, dict[str, Any], float], None]]] = {
-        "phase": _on_phase, "progress": _on_progress, "stall": _on_stall, "ready": _on_ready, "failed": _on_failed,
-        "stalled": _on_stalled, "timeout": _on_timeout, "fact": _on_fact,
+        "phase": _on_phase,
+        "progress": _on_progress,
+        "stall": _on_stall,
+        "ready": _on_ready,
+        "failed": _on_failed,
+        "stalled": _on_stalled,
+        "timeout": _on_timeout,
+        "fact": _on_fact,
     }
 
     def close(self, summary: dict[str, Any], now: float) -> None:

@@ -16,8 +16,13 @@ from rich.text import Text
 from bootwatch.durations import fmt_duration
 from bootwatch.text import shown
 
-_STYLE = {"ready": "bold green", "failed": "bold red", "incomplete": "bold yellow", "stalled": "bold yellow",
-          "timeout": "bold red"}
+_STYLE = {
+    "ready": "bold green",
+    "failed": "bold red",
+    "incomplete": "bold yellow",
+    "stalled": "bold yellow",
+    "timeout": "bold red",
+}
 _SAY = {
     "ready": "READY",
     "failed": "FAILED",
@@ -25,12 +30,38 @@ _SAY = {
     "stalled": "STALLED",
     "timeout": "TIMED OUT",
 }
-_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "tgi": "TGI", "llamacpp": "llama.cpp", "lmdeploy": "LMDeploy",
-                 "trtllm": "TensorRT-LLM", "unknown": "unknown engine"}
-_FACT_ORDER = ("model", "engine_version", "tp_size", "dp_size", "ep_size", "pp_size", "dtype", "context_length",
-               "max_running_requests", "max_num_seqs", "max_total_num_tokens", "kv_cache_tokens", "kv_cache_gib",
-               "max_concurrency", "weight_memory_gib", "mem_after_load_gib", "speculative_algorithm",
-               "draft_model", "speculative_num_steps", "cuda_graph_batch_sizes", "port")
+_ENGINE_NAMES = {
+    "sglang": "SGLang",
+    "vllm": "vLLM",
+    "tgi": "TGI",
+    "llamacpp": "llama.cpp",
+    "lmdeploy": "LMDeploy",
+    "trtllm": "TensorRT-LLM",
+    "unknown": "unknown engine",
+}
+_FACT_ORDER = (
+    "model",
+    "engine_version",
+    "tp_size",
+    "dp_size",
+    "ep_size",
+    "pp_size",
+    "dtype",
+    "context_length",
+    "max_running_requests",
+    "max_num_seqs",
+    "max_total_num_tokens",
+    "kv_cache_tokens",
+    "kv_cache_gib",
+    "max_concurrency",
+    "weight_memory_gib",
+    "mem_after_load_gib",
+    "speculative_algorithm",
+    "draft_model",
+    "speculative_num_steps",
+    "cuda_graph_batch_sizes",
+    "port",
+)
 
 
 def _t(s: object, style: str = "", limit: int | None = None) -> Text:
@@ -58,8 +89,12 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
 
 
 def _each_server(summary: dict[str, Any], console: Console) -> None:
-    console.print(Text(f"{shown(summary['verdict']).upper()}   {len(summary['servers'])} servers",
-                       style=_STYLE.get(summary["verdict"], "bold")))
+    console.print(
+        Text(
+            f"{shown(summary['verdict']).upper()}   {len(summary['servers'])} servers",
+            style=_STYLE.get(summary["verdict"], "bold"),
+        )
+    )
     for s in summary["servers"]:
         console.print()
         render({k: v for k, v in s.items() if k != "servers"}, s.get("node", ""), console)
@@ -77,8 +112,13 @@ def _headline(summary: dict[str, Any], source: str, console: Console) -> None:
 
 def _launches(summary: dict[str, Any], console: Console) -> None:
     if summary.get("launches", 0) > 1 or summary.get("skipped_bytes"):
-        console.print(_t(f"  (the log holds several launches; this is the last one, from line "
-                         f"{summary.get('launch_start_line')})", "dim"))
+        console.print(
+            _t(
+                f"  (the log holds several launches; this is the last one, from line "
+                f"{summary.get('launch_start_line')})",
+                "dim",
+            )
+        )
 
 
 def _ready(summary: dict[str, Any], console: Console) -> None:
@@ -92,8 +132,13 @@ def _verify(summary: dict[str, Any], console: Console) -> None:
     verify = summary.get("verify")
     if verify:
         took = fmt_duration(verify.get("latency_s"))
-        console.print(_t(f"  verify: one completion in {took}" if verify.get("ok")
-                         else f"  verify failed after {took}: {verify.get('error') or ''}"))
+        console.print(
+            _t(
+                f"  verify: one completion in {took}"
+                if verify.get("ok")
+                else f"  verify failed after {took}: {verify.get('error') or ''}"
+            )
+        )
 
 
 def _nodes(summary: dict[str, Any], console: Console) -> None:
@@ -129,8 +174,7 @@ def _failure_context(failure: dict[str, Any], console: Console) -> None:
 def _runtime_failure(summary: dict[str, Any], console: Console) -> None:
     rf = summary.get("runtime_failure")
     if rf:
-        console.print(_t(f"  after readiness the server died (line {rf['line_no']}, {rf['category']}):",
-                         "bold yellow"))
+        console.print(_t(f"  after readiness the server died (line {rf['line_no']}, {rf['category']}):", "bold yellow"))
         console.print(_t("    " + rf["text"], "yellow"))
 
 

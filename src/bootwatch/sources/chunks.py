@@ -38,8 +38,9 @@ class LineChunker:
     def _take_line(self) -> bytes:
         if self._long:
             self.truncated_lines += 1
-            line = bytes(self._partial) + f" [... bootwatch cut {self._dropped} bytes ...] ".encode() + bytes(
-                self._tail)
+            line = (
+                bytes(self._partial) + f" [... bootwatch cut {self._dropped} bytes ...] ".encode() + bytes(self._tail)
+            )
         else:
             line = bytes(self._partial)
         self._partial.clear()
@@ -56,7 +57,7 @@ class LineChunker:
         last = data.rfind(b"\n")
         self._grow(memoryview(data)[:first])
         head = self._take_line()
-        self._grow(memoryview(data)[last + 1:])
+        self._grow(memoryview(data)[last + 1 :])
         if first == last:
             return head + b"\n"
         return head + data[first : last + 1]

@@ -27,8 +27,9 @@ REATTACH_PAUSE_S = 0.5  # lets a restarting container come up before its logs ar
 
 async def _run(argv: list[str]) -> tuple[int, str, str]:
     try:
-        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
     except FileNotFoundError:
         raise UsageError(f"`{argv[0]}` is not installed (needed for {argv[0]} sources)") from None
     out, err = await proc.communicate()
@@ -74,8 +75,12 @@ class ContainerFollower(ClientFollower):
             self.close()
 
     async def _open_logs(self, since: str | None) -> asyncio.subprocess.Process:
-        proc = await asyncio.create_subprocess_exec(*self.client.logs_argv(since), stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        proc = await asyncio.create_subprocess_exec(
+            *self.client.logs_argv(since),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         self._proc = proc
         return proc
 

@@ -24,8 +24,12 @@ class DockerState:
     def parse(cls, out: str) -> DockerState:
         state_json, _, restarts = out.strip().rpartition(" ")
         state = json.loads(state_json)
-        return cls(bool(state.get("Running")), state.get("ExitCode"), bool(state.get("OOMKilled")),
-                   int(restarts) if restarts.isdigit() else None)
+        return cls(
+            bool(state.get("Running")),
+            state.get("ExitCode"),
+            bool(state.get("OOMKilled")),
+            int(restarts) if restarts.isdigit() else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,9 @@ class DockerClient:
         # Running again after a restart: the restart policy brought it back, the launch watched is over.
         if not restarted(st.restarts, restarts_seen):
             return None
-        return Death(st.exit_code, None, f"container {self.container} restarted (restart count {st.restarts}): "
-                     "the server died")
+        return Death(
+            st.exit_code, None, f"container {self.container} restarted (restart count {st.restarts}): the server died"
+        )
 
 
 __all__ = ["DockerClient", "DockerState"]

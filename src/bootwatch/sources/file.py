@@ -32,8 +32,23 @@ FINGERPRINT = 256  # bytes at the head of a file that identify it along with its
 
 # Filesystems whose files are made up on read: their st_size is 0 (procfs) or a page (sysfs) whatever they
 # hold, and inotify says nothing when they change.
-PSEUDO_FS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
-                       "pstore", "bpf", "efivarfs", "fusectl", "binfmt_misc"})
+PSEUDO_FS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "cgroup",
+        "cgroup2",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "configfs",
+        "pstore",
+        "bpf",
+        "efivarfs",
+        "fusectl",
+        "binfmt_misc",
+    }
+)
 
 
 class Kind(enum.Enum):
@@ -64,8 +79,10 @@ def classify(path: str | os.PathLike[str], st: os.stat_result, follow: bool = Tr
     if stat.S_ISREG(mode):
         fs = pseudo_fs(st.st_dev) if follow else None
         if fs is not None:
-            raise UsageError(f"{path}: a {fs} file, whose size the kernel does not report: it cannot be followed "
-                             "(`bootwatch report` reads it once)")
+            raise UsageError(
+                f"{path}: a {fs} file, whose size the kernel does not report: it cannot be followed "
+                "(`bootwatch report` reads it once)"
+            )
         return Kind.FILE
     if stat.S_ISFIFO(mode):
         return Kind.STREAM
@@ -92,8 +109,14 @@ def check_path(path: str | os.PathLike[str], follow: bool = True) -> Kind | None
 
 
 class FileFollower:
-    def __init__(self, path: str | os.PathLike[str], start: int = 0, poll_s: float = POLL_S,
-                 events: bool = True, note: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        start: int = 0,
+        poll_s: float = POLL_S,
+        events: bool = True,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.start = start
         self.poll_s = poll_s
@@ -119,8 +142,9 @@ class FileFollower:
         from asyncinotify import Inotify, Mask
 
         directory = self.path.parent if self.path.parent.exists() else Path(".")
-        mask = (Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.MOVED_FROM | Mask.DELETE | Mask.CLOSE_WRITE
-                | Mask.ATTRIB)
+        mask = (
+            Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.MOVED_FROM | Mask.DELETE | Mask.CLOSE_WRITE | Mask.ATTRIB
+        )
         with contextlib.suppress(OSError), Inotify() as inotify:  # no inotify (NFS, limits): the poll runs
             inotify.add_watch(directory, mask)
             async for event in inotify:
@@ -196,16 +220,16 @@ class FileFollower:
         if self._restarted:
             # Started over, read, and again shorter than what was read, with no wait in between: not a log
             # being cut but a file that reports a smaller size than it yields. Following it would spin.
-            raise UsageError(f"{self.path}: reports a size smaller than what it holds (a /proc or /sys file?): "
-                             "it cannot be followed")
+            raise UsageError(
+                f"{self.path}: reports a size smaller than what it holds (a /proc or /sys file?): it cannot be followed"
+            )
         self._restarted = True
         if why == "truncated":
             self.truncations += 1
             self.note(f"{self.path} was truncated; reading it again from its start")
         else:
             self.rewrites += 1
-            self.note(f"{self.path} was rewritten in place (its first bytes changed); reading it again from its "
-                      "start")
+            self.note(f"{self.path} was rewritten in place (its first bytes changed); reading it again from its start")
         os.lseek(self._fd, 0, os.SEEK_SET)
         self.offset, self._head = 0, b""
 
@@ -213,7 +237,7 @@ class FileFollower:
         assert self._fd is not None
         block = os.read(self._fd, READ_SIZE)
         if block and len(self._head) < FINGERPRINT and self.offset == len(self._head):
-            self._head += block[:FINGERPRINT - len(self._head)]
+            self._head += block[: FINGERPRINT - len(self._head)]
         self.offset += len(block)
         return block
 

@@ -30,8 +30,12 @@ class PodContainer:
     def parse(cls, status: dict[str, Any]) -> PodContainer:
         state = status.get("state") or {}
         term = state.get("terminated") or (status.get("lastState") or {}).get("terminated")
-        return cls(status.get("name"), status.get("restartCount"), "running" in state,
-                   Terminated(term.get("exitCode"), term.get("reason")) if term else None)
+        return cls(
+            status.get("name"),
+            status.get("restartCount"),
+            "running" in state,
+            Terminated(term.get("exitCode"), term.get("reason")) if term else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,16 @@ class KubectlClient:
     state_failure = "kubectl get pod failed"
 
     def logs_argv(self, since: str | None) -> list[str]:
-        return ["kubectl", "logs", "-f", "--timestamps", *self._namespace(),
-                *([f"--since-time={since}"] if since else []), self.pod,
-                *(["-c", self.container] if self.container else [])]
+        return [
+            "kubectl",
+            "logs",
+            "-f",
+            "--timestamps",
+            *self._namespace(),
+            *([f"--since-time={since}"] if since else []),
+            self.pod,
+            *(["-c", self.container] if self.container else []),
+        ]
 
     def state_argv(self) -> list[str]:
         return ["kubectl", "get", "pod", *self._namespace(), self.pod, "-o", "json"]
@@ -61,8 +72,9 @@ class KubectlClient:
 
     def _followed(self, pod: dict[str, Any]) -> PodContainer | None:
         statuses = pod.get("status", {}).get("containerStatuses") or []
-        return next((PodContainer.parse(c) for c in statuses if not self.container or c.get("name") == self.container),
-                    None)
+        return next(
+            (PodContainer.parse(c) for c in statuses if not self.container or c.get("name") == self.container), None
+        )
 
     def _death(self, c: PodContainer, restarts_seen: int | None) -> Death | None:
         # A terminated state says the server died only if this run is the one that ended: the container is
@@ -71,9 +83,11 @@ class KubectlClient:
         if term is None or (c.running and not restarted(c.restarts, restarts_seen)):
             return None
         why = term.reason or f"exit code {term.exit_code}"
-        return Death(term.exit_code, OOM_SIGNAL if term.reason == "OOMKilled" else None,
-                     f"pod {self.pod} container {c.name} terminated: {why} "
-                     f"(exit code {term.exit_code}, restarts {c.restarts})")
+        return Death(
+            term.exit_code,
+            OOM_SIGNAL if term.reason == "OOMKilled" else None,
+            f"pod {self.pod} container {c.name} terminated: {why} (exit code {term.exit_code}, restarts {c.restarts})",
+        )
 
 
 __all__ = ["KubectlClient", "PodContainer", "Terminated"]

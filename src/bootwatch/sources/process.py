@@ -30,8 +30,7 @@ from bootwatch.errors import UsageError
 
 PR_SET_PDEATHSIG = 1
 # The stop: Ctrl-C once (what a user would do), then SIGTERM, then SIGKILL; each with its grace.
-STOP_STEPS: tuple[tuple[Signals, float], ...] = (
-    (signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
+STOP_STEPS: tuple[tuple[Signals, float], ...] = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 
 
 class Hurry(Protocol):
@@ -76,15 +75,17 @@ class ServerLog:
         """bootwatch-<cmd>-<time>-<pid>-<random>.log, created exclusively: two runs never share one."""
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(argv[0]).name) or "server"
         for _ in range(20):
-            path = directory / (f"bootwatch-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-"
-                                f"{os.urandom(3).hex()}.log")
+            path = directory / (
+                f"bootwatch-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}.log"
+            )
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
             except FileExistsError:
                 continue
             except OSError as e:
-                raise UsageError(f"cannot create a log file in {directory.resolve()}: {e.strerror} "
-                                 "(give one with --log)") from None
+                raise UsageError(
+                    f"cannot create a log file in {directory.resolve()}: {e.strerror} (give one with --log)"
+                ) from None
             return cls._complete(path, fd, created=True)
         raise UsageError(f"cannot create a log file with a new name in {directory.resolve()} (give one with --log)")
 
@@ -188,8 +189,12 @@ class Group:
             with contextlib.suppress(psutil.Error):
                 p.send_signal(sig)
 
-    async def stop(self, reaped: Callable[[], bool], hurry: Hurry | None = None,
-                   steps: tuple[tuple[Signals, float], ...] = STOP_STEPS) -> None:
+    async def stop(
+        self,
+        reaped: Callable[[], bool],
+        hurry: Hurry | None = None,
+        steps: tuple[tuple[Signals, float], ...] = STOP_STEPS,
+    ) -> None:
         """Each step's signal, then its grace, until the leader is reaped and nothing of the group is left.
         A further stop request (`hurry`) skips to the next step at once."""
         loop = asyncio.get_running_loop()
@@ -211,8 +216,9 @@ class Group:
 
 # ---- the server -----------------------------------------------------------------------------------
 class ServerProcess:
-    def __init__(self, argv: list[str], log: ServerLog, env: dict[str, str] | None = None,
-                 die_with_bootwatch: bool = True) -> None:
+    def __init__(
+        self, argv: list[str], log: ServerLog, env: dict[str, str] | None = None, die_with_bootwatch: bool = True
+    ) -> None:
         self.argv = argv
         self.log = log
         self.log_path = log.path
@@ -230,8 +236,16 @@ class ServerProcess:
         hook = die_with_parent() if self.die_with_bootwatch else None
         fd = self.log.write_fd
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env,
-                                         start_new_session=True, close_fds=True, preexec_fn=hook)
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=hook,
+            )
         except FileNotFoundError:
             raise UsageError(f"command not found: {self.argv[0]}") from None
         except PermissionError:
@@ -273,8 +287,9 @@ class ServerProcess:
     def group_alive(self) -> bool:
         return self.group is not None and self.group.alive()
 
-    async def stop(self, hurry: Hurry | None = None,
-                   steps: tuple[tuple[Signals, float], ...] = STOP_STEPS) -> int | None:
+    async def stop(
+        self, hurry: Hurry | None = None, steps: tuple[tuple[Signals, float], ...] = STOP_STEPS
+    ) -> int | None:
         """SIGINT, then SIGTERM, then SIGKILL to the whole group, each with its grace: no orphan is left."""
         if self.proc is None or self.group is None:
             return None
@@ -283,8 +298,9 @@ class ServerProcess:
         return self.poll()
 
 
-async def stop_process_group(proc: asyncio.subprocess.Process, hurry: Hurry | None = None,
-                             steps: tuple[tuple[Signals, float], ...] = STOP_STEPS) -> None:
+async def stop_process_group(
+    proc: asyncio.subprocess.Process, hurry: Hurry | None = None, steps: tuple[tuple[Signals, float], ...] = STOP_STEPS
+) -> None:
     """The same bounded stop for a process started with its own group (the --then command)."""
     await Group(proc.pid).stop(lambda: proc.returncode is not None, hurry, steps)
 

@@ -11,7 +11,9 @@ from bootwatch.errors import UsageError
 _SSH_URL = re.compile(r"^ssh://(?:(?P<user>[^@/\s]+)@)?(?P<host>\[[^\]]+\]|[^:/\s]+)(?::(?P<port>\d+))?(?P<path>/.*)$")
 _SCP = re.compile(r"^(?:(?P<user>[^@/\s:]+)@)?(?P<host>[A-Za-z0-9][\w.\-]*):(?P<path>/.*)$")
 _DOCKER = re.compile(r"^docker://(?P<container>[\w][\w.\-]*)$")
-_K8S = re.compile(r"^k8s://(?:(?P<ns>[a-z0-9][a-z0-9\-]*)/)?(?P<pod>[a-z0-9][a-z0-9.\-]*)(?:/(?P<container>[a-z0-9][a-z0-9\-]*))?$")
+_K8S = re.compile(
+    r"^k8s://(?:(?P<ns>[a-z0-9][a-z0-9\-]*)/)?(?P<pod>[a-z0-9][a-z0-9.\-]*)(?:/(?P<container>[a-z0-9][a-z0-9\-]*))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,14 @@ def parse_source(text: str) -> Spec:
     m = _SSH_URL.match(text)
     if m:
         host = m.group("host").strip("[]")
-        return Spec("ssh", text, path=m.group("path"), host=host, user=m.group("user"),
-                    port=int(m.group("port")) if m.group("port") else None)
+        return Spec(
+            "ssh",
+            text,
+            path=m.group("path"),
+            host=host,
+            user=m.group("user"),
+            port=int(m.group("port")) if m.group("port") else None,
+        )
     if text.startswith("ssh://"):
         raise UsageError(f"bad ssh source {text!r}: expected ssh://[user@]host[:port]/absolute/path")
     m = _DOCKER.match(text)

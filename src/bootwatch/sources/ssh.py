@@ -45,15 +45,27 @@ _SSH_ERRORS = (
 
 def remote_command(path: str, offset: int) -> str:
     p = shlex.quote(path)
-    return (f"command -v tail >/dev/null 2>&1 || "
-            f"{{ echo 'bootwatch: no tail command on this host' >&2; exit {NO_TAIL}; }}; "
-            f"test -e {p} || {{ echo 'bootwatch: no such file' >&2; exit {NO_FILE}; }}; "
-            f"echo '{FOLLOWING}' >&2; exec tail -c +{offset + 1} -F -- {p}")
+    return (
+        f"command -v tail >/dev/null 2>&1 || "
+        f"{{ echo 'bootwatch: no tail command on this host' >&2; exit {NO_TAIL}; }}; "
+        f"test -e {p} || {{ echo 'bootwatch: no such file' >&2; exit {NO_FILE}; }}; "
+        f"echo '{FOLLOWING}' >&2; exec tail -c +{offset + 1} -F -- {p}"
+    )
 
 
 def ssh_argv(spec: Spec, command: str) -> list[str]:
-    argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
-            "-o", "ServerAliveCountMax=3"]
+    argv = [
+        "ssh",
+        "-T",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=10",
+        "-o",
+        "ServerAliveInterval=5",
+        "-o",
+        "ServerAliveCountMax=3",
+    ]
     config = os.environ.get("BOOTWATCH_SSH_CONFIG")
     if config:
         argv += ["-F", config]
@@ -114,8 +126,10 @@ class SshFollower(ClientFollower):
                 try:
                     proc = await asyncio.create_subprocess_exec(
                         *ssh_argv(self.spec, remote_command(self.spec.path, self.offset)),
-                        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                        stderr=asyncio.subprocess.PIPE)
+                        stdin=asyncio.subprocess.DEVNULL,
+                        stdout=asyncio.subprocess.PIPE,
+                        stderr=asyncio.subprocess.PIPE,
+                    )
                 except BaseException:
                     timer.cancel()
                     release()
@@ -151,8 +165,10 @@ class SshFollower(ClientFollower):
                 failures += 0 if got else 1
                 delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
                 self.reconnects += 1
-                self.note(f"{self.spec.label}: connection lost ({explain(self.spec, code, stderr)}); "
-                          f"reconnecting in {delay:g} s at byte {self.offset}")
+                self.note(
+                    f"{self.spec.label}: connection lost ({explain(self.spec, code, stderr)}); "
+                    f"reconnecting in {delay:g} s at byte {self.offset}"
+                )
                 await asyncio.sleep(delay)
         finally:
             self.close()

@@ -68,16 +68,33 @@ class Similar:
     startups: tuple[StoredStartup, ...]
 
 
-_COLUMNS = ("id", "started_at", "ended_at", "host", "source", "command", "engine", "engine_version", "model",
-            "args", "verdict", "elapsed_s", "time_to_ready_s", "root_cause", "root_cause_category", "ready_line_no")
+_COLUMNS = (
+    "id",
+    "started_at",
+    "ended_at",
+    "host",
+    "source",
+    "command",
+    "engine",
+    "engine_version",
+    "model",
+    "args",
+    "verdict",
+    "elapsed_s",
+    "time_to_ready_s",
+    "root_cause",
+    "root_cause_category",
+    "ready_line_no",
+)
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM startups"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
     # mode=rw: SQLite must never create the file itself (it would make it 0644); private_file made it 0600.
     # Autocommit mode: transactions are begun explicitly (BEGIN IMMEDIATE), never implicitly by the module.
-    db = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                         isolation_level=None)
+    db = sqlite3.connect(
+        f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+    )
     try:
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _wal(db)
@@ -136,7 +153,7 @@ class Store:
                 data = legacy.read_bytes()
             except FileNotFoundError:
                 return 0
-            entries = sorted(read_legacy(data), key=lambda s: s.ended_at)[-self.keep:]
+            entries = sorted(read_legacy(data), key=lambda s: s.ended_at)[-self.keep :]
             for entry in entries:
                 self._insert(entry)
             self._prune()
@@ -151,16 +168,34 @@ class Store:
             "INSERT INTO startups (started_at, ended_at, host, source, command, engine, engine_version, model, "
             "args, verdict, elapsed_s, time_to_ready_s, root_cause, root_cause_category, ready_line_no) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (s.started_at, s.ended_at, s.host, s.source, str(s.command), s.engine, s.engine_version, s.model,
-             args_json(s.args), s.verdict, s.elapsed_s, s.time_to_ready_s, s.root_cause, s.root_cause_category,
-             s.ready_line_no))
+            (
+                s.started_at,
+                s.ended_at,
+                s.host,
+                s.source,
+                str(s.command),
+                s.engine,
+                s.engine_version,
+                s.model,
+                args_json(s.args),
+                s.verdict,
+                s.elapsed_s,
+                s.time_to_ready_s,
+                s.root_cause,
+                s.root_cause_category,
+                s.ready_line_no,
+            ),
+        )
         new_id = cur.lastrowid
         assert new_id is not None
         self.db.executemany(
             "INSERT INTO phases (startup_id, seq, name, draft, start_offset_s, duration_s, progress) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(new_id, i, p.name, int(p.draft), p.start_offset_s, p.duration_s, p.progress)
-             for i, p in enumerate(s.phases)])
+            [
+                (new_id, i, p.name, int(p.draft), p.start_offset_s, p.duration_s, p.progress)
+                for i, p in enumerate(s.phases)
+            ],
+        )
         return new_id
 
     def _prune(self) -> None:
@@ -185,8 +220,7 @@ class Store:
         marks = ", ".join("?" * len(wanted))
         return {s.id: s for s in self._query(f"{_SELECT} WHERE id IN ({marks})", wanted) if s.id is not None}
 
-    def similar(self, engine: str, model: str | None, args: dict[str, Any], host: str | None,
-                limit: int) -> Similar:
+    def similar(self, engine: str, model: str | None, args: dict[str, Any], host: str | None, limit: int) -> Similar:
         """Past ready startups like this one, the closest kind that exists: same engine, model and arguments;
         else same engine and model; else same engine. `host` None looks at every host. Newest first."""
         engine = clean(engine, NAME_CAP)
@@ -202,8 +236,9 @@ class Store:
             tiers.append((Match.MODEL, " AND model = ?", [model]))
         tiers.append((Match.ENGINE, "", []))
         for match, extra, extra_params in tiers:
-            found = self._query(f"{_SELECT} WHERE {where}{extra} ORDER BY id DESC LIMIT ?",
-                                (*params, *extra_params, limit))
+            found = self._query(
+                f"{_SELECT} WHERE {where}{extra} ORDER BY id DESC LIMIT ?", (*params, *extra_params, limit)
+            )
             if found:
                 return Similar(match, tuple(found))
         return Similar(None, ())
@@ -218,8 +253,10 @@ class Store:
             if ids:
                 marks = ", ".join("?" * len(ids))
                 for sid, name, draft, offset, duration, progress in self.db.execute(
-                        "SELECT startup_id, name, draft, start_offset_s, duration_s, progress FROM phases "
-                        f"WHERE startup_id IN ({marks}) ORDER BY startup_id, seq", ids):
+                    "SELECT startup_id, name, draft, start_offset_s, duration_s, progress FROM phases "
+                    f"WHERE startup_id IN ({marks}) ORDER BY startup_id, seq",
+                    ids,
+                ):
                     phases.setdefault(sid, []).append(StoredPhase(name, bool(draft), offset, duration, progress))
         finally:
             self.db.execute("COMMIT")
@@ -233,12 +270,24 @@ def _startup(r: tuple[Any, ...], phases: tuple[StoredPhase, ...]) -> StoredStart
     except (TypeError, ValueError):
         args = {}
     return StoredStartup(
-        id=row["id"], started_at=row["started_at"], ended_at=row["ended_at"], host=row["host"],
-        source=row["source"], command=Command(row["command"]), engine=row["engine"],
-        engine_version=row["engine_version"], model=row["model"], args=args if isinstance(args, dict) else {},
-        verdict=row["verdict"], elapsed_s=row["elapsed_s"], time_to_ready_s=row["time_to_ready_s"],
-        root_cause=row["root_cause"], root_cause_category=row["root_cause_category"],
-        ready_line_no=row["ready_line_no"], phases=phases)
+        id=row["id"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        host=row["host"],
+        source=row["source"],
+        command=Command(row["command"]),
+        engine=row["engine"],
+        engine_version=row["engine_version"],
+        model=row["model"],
+        args=args if isinstance(args, dict) else {},
+        verdict=row["verdict"],
+        elapsed_s=row["elapsed_s"],
+        time_to_ready_s=row["time_to_ready_s"],
+        root_cause=row["root_cause"],
+        root_cause_category=row["root_cause_category"],
+        ready_line_no=row["ready_line_no"],
+        phases=phases,
+    )
 
 
 # ---- opening -----------------------------------------------------------------------------------------------
@@ -327,8 +376,9 @@ def _still_corrupt(path: Path) -> bool:
 T = TypeVar("T")
 
 
-def with_store(op: Callable[[Store], T], base: Path | None = None, keep: int = KEEP,
-               report: Callable[[str], None] = _stderr) -> T:
+def with_store(
+    op: Callable[[Store], T], base: Path | None = None, keep: int = KEEP, report: Callable[[str], None] = _stderr
+) -> T:
     """Run `op` on the store; a corrupt file is moved aside (and said so on stderr) and `op` runs on a fresh
     store. Other failures (read-only, full disk, too new) propagate."""
     base = base or home()
@@ -348,5 +398,15 @@ def with_store(op: Callable[[Store], T], base: Path | None = None, keep: int = K
     raise AssertionError("unreachable")
 
 
-__all__ = ["KEEP", "CorruptStore", "Match", "Similar", "Store", "StoreError", "move_aside", "open_store",
-           "store_path", "with_store"]
+__all__ = [
+    "KEEP",
+    "CorruptStore",
+    "Match",
+    "Similar",
+    "Store",
+    "StoreError",
+    "move_aside",
+    "open_store",
+    "store_path",
+    "with_store",
+]

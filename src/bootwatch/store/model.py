@@ -22,9 +22,21 @@ MAX_PHASES = 64
 # The facts that change how long a startup takes (and so what an ETA may compare). Effective values that
 # depend on free memory (max_total_num_tokens, kv_cache_tokens) are left out: they differ between runs of
 # the very same command.
-ARG_KEYS = ("tp_size", "dp_size", "pp_size", "ep_size", "context_length", "dtype", "quantization",
-            "kv_cache_dtype", "speculative_algorithm", "draft_model", "speculative_num_steps", "enforce_eager",
-            "disable_cuda_graph")
+ARG_KEYS = (
+    "tp_size",
+    "dp_size",
+    "pp_size",
+    "ep_size",
+    "context_length",
+    "dtype",
+    "quantization",
+    "kv_cache_dtype",
+    "speculative_algorithm",
+    "draft_model",
+    "speculative_num_steps",
+    "enforce_eager",
+    "disable_cuda_graph",
+)
 # Where a server reports both the value asked for and the one it settled on, the asked one is the setting.
 _CONTEXT_KEYS = ("context_length_args", "max_model_len", "context_length")
 
@@ -101,8 +113,13 @@ class StoredPhase:
     progress: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "draft": self.draft, "start_offset_s": self.start_offset_s,
-                "duration_s": self.duration_s, "progress": self.progress}
+        return {
+            "name": self.name,
+            "draft": self.draft,
+            "start_offset_s": self.start_offset_s,
+            "duration_s": self.duration_s,
+            "progress": self.progress,
+        }
 
 
 @dataclass(frozen=True)
@@ -127,12 +144,23 @@ class StoredStartup:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "started_at": self.started_at, "ended_at": self.ended_at, "host": self.host,
-            "source": self.source, "command": str(self.command), "engine": self.engine,
-            "engine_version": self.engine_version, "model": self.model, "args": self.args,
-            "verdict": self.verdict, "elapsed_s": self.elapsed_s, "time_to_ready_s": self.time_to_ready_s,
-            "root_cause": self.root_cause, "root_cause_category": self.root_cause_category,
-            "ready_line_no": self.ready_line_no, "phases": [p.to_json() for p in self.phases],
+            "id": self.id,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "host": self.host,
+            "source": self.source,
+            "command": str(self.command),
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "model": self.model,
+            "args": self.args,
+            "verdict": self.verdict,
+            "elapsed_s": self.elapsed_s,
+            "time_to_ready_s": self.time_to_ready_s,
+            "root_cause": self.root_cause,
+            "root_cause_category": self.root_cause_category,
+            "ready_line_no": self.ready_line_no,
+            "phases": [p.to_json() for p in self.phases],
         }
 
 
@@ -184,5 +212,14 @@ def startup_from_summary(summary: dict[str, Any], source: str, command: str, now
     )
 
 
-__all__ = ["ARG_KEYS", "Command", "StoredPhase", "StoredStartup", "args_json", "clean", "host_of", "key_args",
-           "startup_from_summary"]
+__all__ = [
+    "ARG_KEYS",
+    "Command",
+    "StoredPhase",
+    "StoredStartup",
+    "args_json",
+    "clean",
+    "host_of",
+    "key_args",
+    "startup_from_summary",
+]

@@ -44,8 +44,9 @@ def _v1(db: sqlite3.Connection) -> None:
             PRIMARY KEY (startup_id, seq)
         ) WITHOUT ROWID""")
     # What an ETA asks: the last ready startups of this engine (+ model (+ args)) on this host.
-    db.execute("CREATE INDEX startups_ready_by_config ON startups (host, engine, model, args, id) "
-               "WHERE verdict = 'ready'")
+    db.execute(
+        "CREATE INDEX startups_ready_by_config ON startups (host, engine, model, args, id) WHERE verdict = 'ready'"
+    )
     db.execute("CREATE INDEX startups_ready_any_host ON startups (engine, model, args, id) WHERE verdict = 'ready'")
 
 

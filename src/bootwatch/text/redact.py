@@ -79,7 +79,7 @@ def _flag(m: re.Match[str]) -> str:
     if not m.group(2):  # one value; what follows it is the command line's next word
         first = re.match(_VALUE, values)
         assert first is not None
-        return m.group(1) + _mask_value(first.group(0)) + values[first.end():]
+        return m.group(1) + _mask_value(first.group(0)) + values[first.end() :]
     return m.group(1) + " ".join(_mask_value(v) for v in values.split())
 
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 
 # C0 (but tab), DEL, C1, and the bidi embedding/override/isolate marks.
-_ESCAPED = [c for c in range(0x20) if c != 0x09] + list(range(0x7F, 0xA0)) + [
-    0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_ESCAPED = (
+    [c for c in range(0x20) if c != 0x09]
+    + list(range(0x7F, 0xA0))
+    + [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+)
 _TABLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _ESCAPED}
 # Lone surrogates (undecodable bytes kept by surrogateescape) cannot be written as UTF-8 at all.
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -8,8 +8,14 @@ from typing import Any
 from bootwatch.tracker.tracebacks import EXC_NAME, Traceback
 
 # Exceptions that mean "someone stopped the process", not "the process broke".
-TERMINATIONS = {"KeyboardInterrupt", "SystemExit", "CancelledError", "asyncio.exceptions.CancelledError",
-                "asyncio.CancelledError", "concurrent.futures._base.CancelledError"}
+TERMINATIONS = {
+    "KeyboardInterrupt",
+    "SystemExit",
+    "CancelledError",
+    "asyncio.exceptions.CancelledError",
+    "asyncio.CancelledError",
+    "concurrent.futures._base.CancelledError",
+}
 
 
 @dataclass
@@ -92,8 +98,9 @@ def _precise_detail(chosen: Candidate, live: list[Candidate]) -> Candidate:
         return chosen
     for c in live:
         if c.kind == "detail" and chosen.start_no - 5 <= c.line_no <= chosen.line_no:
-            return Candidate(c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context,
-                             detail=chosen.text)
+            return Candidate(
+                c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context, detail=chosen.text
+            )
     return chosen
 
 
@@ -117,8 +124,12 @@ def same_failure_procs(chosen: Candidate, cands: list[Candidate]) -> list[str]:
 
 def failure_json(c: Candidate, procs: list[str]) -> dict[str, Any]:
     # Line 0: the server died before printing a line (nothing in the log to point at).
-    d: dict[str, Any] = {"line_no": c.line_no or None, "text": c.text, "category": c.category or "unknown",
-                         "context": c.context[-15:]}
+    d: dict[str, Any] = {
+        "line_no": c.line_no or None,
+        "text": c.text,
+        "category": c.category or "unknown",
+        "context": c.context[-15:],
+    }
     if c.detail:
         d["detail"] = c.detail
     if len(c.chain) > 1:

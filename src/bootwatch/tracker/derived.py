@@ -26,24 +26,35 @@ def check(launch: Any) -> list[dict[str, Any]]:
     ctx = f.get("context_length")
     if isinstance(eff, int):
         if isinstance(req, int) and eff < req:
-            add("max_running_requests_reduced", "max_running_requests",
+            add(
+                "max_running_requests_reduced",
+                "max_running_requests",
                 f"max_running_requests is {eff}, below the {req} configured: the engine cut it "
-                "(memory or speculative decoding); concurrency and throughput drop accordingly")
+                "(memory or speculative decoding); concurrency and throughput drop accordingly",
+            )
         elif isinstance(spec, str) and spec and eff <= SPEC_CAP:
             room = f" while the KV cache holds {kv} tokens" if isinstance(kv, int) else ""
-            add("max_running_requests_reduced", "max_running_requests",
+            add(
+                "max_running_requests_reduced",
+                "max_running_requests",
                 f"max_running_requests is only {eff} with speculative decoding ({spec}){room}: SGLang lowers it "
-                "to 48 for speculative decoding unless --max-running-requests is given explicitly")
+                "to 48 for speculative decoding unless --max-running-requests is given explicitly",
+            )
     if isinstance(kv, int) and isinstance(ctx, int) and ctx > 0:
         if kv < ctx:
-            add("kv_cache_below_context", "context_length" if lines.get("context_length", 0) > lines.get(
-                "max_total_num_tokens", lines.get("kv_cache_tokens", 0)) else (
-                "max_total_num_tokens" if "max_total_num_tokens" in f else "kv_cache_tokens"),
-                f"the KV cache holds {kv} tokens, fewer than one full-context request ({ctx} tokens)")
+            add(
+                "kv_cache_below_context",
+                "context_length"
+                if lines.get("context_length", 0) > lines.get("max_total_num_tokens", lines.get("kv_cache_tokens", 0))
+                else ("max_total_num_tokens" if "max_total_num_tokens" in f else "kv_cache_tokens"),
+                f"the KV cache holds {kv} tokens, fewer than one full-context request ({ctx} tokens)",
+            )
         elif kv / ctx < MIN_FULL_LENGTH_REQUESTS:
-            add("low_full_length_concurrency", "max_total_num_tokens" if "max_total_num_tokens" in f
-                else "kv_cache_tokens",
-                f"the KV cache ({kv} tokens) holds only {kv / ctx:.1f} full-context ({ctx}-token) requests at once")
+            add(
+                "low_full_length_concurrency",
+                "max_total_num_tokens" if "max_total_num_tokens" in f else "kv_cache_tokens",
+                f"the KV cache ({kv} tokens) holds only {kv / ctx:.1f} full-context ({ctx}-token) requests at once",
+            )
     if f.get("disable_cuda_graph") is True or f.get("enforce_eager") is True:
         fact = "disable_cuda_graph" if f.get("disable_cuda_graph") is True else "enforce_eager"
         add("cuda_graph_disabled", fact, "CUDA graphs are disabled: decoding runs eagerly and is much slower")

@@ -5,8 +5,20 @@ from typing import Any
 
 # The SPEC's event kinds, plus "launch" (a new launch began in the same log) and "line" (the last
 # meaningful line, for live views).
-KINDS = ("launch", "phase", "progress", "fact", "warning", "stall", "ready", "failed", "timeout", "stalled",
-         "line", "serving")
+KINDS = (
+    "launch",
+    "phase",
+    "progress",
+    "fact",
+    "warning",
+    "stall",
+    "ready",
+    "failed",
+    "timeout",
+    "stalled",
+    "line",
+    "serving",
+)
 
 
 @dataclass(slots=True)

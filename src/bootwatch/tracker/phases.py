@@ -5,8 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-ORDER = ("start", "config", "download", "distributed_init", "load_weights", "load_draft", "compile", "kv_cache",
-         "cuda_graph", "warmup", "ready")
+ORDER = (
+    "start",
+    "config",
+    "download",
+    "distributed_init",
+    "load_weights",
+    "load_draft",
+    "compile",
+    "kv_cache",
+    "cuda_graph",
+    "warmup",
+    "ready",
+)
 RANK = {name: i for i, name in enumerate(ORDER)}
 
 
@@ -38,7 +49,9 @@ class Phase:
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "name": self.name, "start_line": self.start_line, "end_line": self.end_line,
+            "name": self.name,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
             "duration_s": None if self.duration is None else round(self.duration, 3),
             "progress": None if self.progress is None else round(self.progress, 4),
         }

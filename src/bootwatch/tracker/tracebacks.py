@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from bootwatch.lines import Line
 
 HEADER = "Traceback (most recent call last):"
-_CHAIN = ("During handling of the above exception, another exception occurred:",
-          "The above exception was the direct cause of the following exception:")
+_CHAIN = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
 # "KeyError: 'x'", "torch.OutOfMemoryError: CUDA out of memory…", "asyncio.exceptions.CancelledError"
 EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:: .*|:)?$")
 EXC_NAME = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)")

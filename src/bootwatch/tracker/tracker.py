@@ -39,9 +39,18 @@ _VALIDATION_SUMMARY = re.compile(r"ValidationError: \d+ validation errors? for "
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 _EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
 _ALIAS = {"load_draft": "load_weights"}
-_PHASE_CATEGORY = {"download": "weights", "load_weights": "weights", "load_draft": "weights",
-                   "distributed_init": "distributed", "compile": "compile", "cuda_graph": "compile",
-                   "warmup": "warmup", "config": "config", "start": "config", "kv_cache": "oom"}
+_PHASE_CATEGORY = {
+    "download": "weights",
+    "load_weights": "weights",
+    "load_draft": "weights",
+    "distributed_init": "distributed",
+    "compile": "compile",
+    "cuda_graph": "compile",
+    "warmup": "warmup",
+    "config": "config",
+    "start": "config",
+    "kv_cache": "oom",
+}
 
 
 def _value(raw: str) -> Any:
@@ -61,8 +70,9 @@ def _value(raw: str) -> Any:
 
 
 class Tracker:
-    def __init__(self, book: RuleBook, engine: str | None = None, grace_s: float = 1.5,
-                 quiet_fail_s: float = 5.0) -> None:
+    def __init__(
+        self, book: RuleBook, engine: str | None = None, grace_s: float = 1.5, quiet_fail_s: float = 5.0
+    ) -> None:
         self.book = book
         self.forced = engine
         self.grace_s = grace_s
@@ -171,8 +181,12 @@ class Tracker:
     def _child_banner(self, cur: Launch, engine: str) -> bool:
         """The banner of an engine this one runs as a child (Ollama relaying llama-server) while it is still
         starting: part of this launch."""
-        return (not self.forced and cur.ready is None and cur.failure is None
-                and engine in self.book.for_engine(cur.engine).runs)
+        return (
+            not self.forced
+            and cur.ready is None
+            and cur.failure is None
+            and engine in self.book.for_engine(cur.engine).runs
+        )
 
     def _new_launch(self, line: Line, engine: str, ev: list[Event]) -> Launch:
         self.tb.flush()
@@ -288,23 +302,20 @@ class Tracker:
         launch.warnings.append(w)
         ev.append(Event("warning", t, dict(w)))
 
-    def _warnings(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
-                  ev: list[Event]) -> bool:
+    def _warnings(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None, ev: list[Event]) -> bool:
         for r in rules:  # rules come from the RE2 set's hits: they matched this message already
             text = r.message.format(line=line.text) if r.message else line.text
             self._warn(launch, r.name or "warning", line.no, text, t, ev)
             return True
         return False
 
-    def _begin(self, launch: Launch, name: str, draft: bool, line: Line, t: float | None,
-               ev: list[Event]) -> None:
+    def _begin(self, launch: Launch, name: str, draft: bool, line: Line, t: float | None, ev: list[Event]) -> None:
         launch.close_phase(line.no, t)
         launch.phases.append(Phase(name, line.no, t, draft=draft))
         self._cancel_candidates(launch, line.proc)
         ev.append(Event("phase", t, {"name": name, "line_no": line.no, "draft": draft, "text": line.text}))
 
-    def _phases(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
-                ev: list[Event]) -> bool:
+    def _phases(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None, ev: list[Event]) -> bool:
         for r in rules:  # from the set's hits: they matched already
             name = r.name or ""
             cur = launch.current
@@ -332,8 +343,7 @@ class Tracker:
             return True
         return False
 
-    def _progress(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
-                  ev: list[Event]) -> bool:
+    def _progress(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None, ev: list[Event]) -> bool:
         for r in rules:
             m = r.regex.search(line.text)
             if not m:
@@ -356,14 +366,18 @@ class Tracker:
                 return True
             if (n, total) != (cur.n, cur.total):
                 cur.n, cur.total = n, total
-                ev.append(Event("progress", t, {"phase": cur.name, "n": n, "total": total,
-                                                "progress": cur.progress, "line_no": line.no}))
+                ev.append(
+                    Event(
+                        "progress",
+                        t,
+                        {"phase": cur.name, "n": n, "total": total, "progress": cur.progress, "line_no": line.no},
+                    )
+                )
             self._cancel_candidates(launch, line.proc)
             return True
         return False
 
-    def _ready(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None,
-               ev: list[Event]) -> bool:
+    def _ready(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None, ev: list[Event]) -> bool:
         for r in rules:
             if r.unless and r.unless in launch.flags or r.needs and r.needs not in launch.flags:
                 continue
@@ -375,14 +389,14 @@ class Tracker:
             launch.ready = {"line_no": line.no, "text": line.text.strip()}
             launch.ready_engine = launch.engine
             self._cancel_candidates(launch, None, everything=True)
-            ev.append(Event("phase", t, {"name": "ready", "line_no": line.no, "draft": False,
-                                         "text": line.text}))
+            ev.append(Event("phase", t, {"name": "ready", "line_no": line.no, "draft": False, "text": line.text}))
             ev.append(Event("ready", t, dict(launch.ready)))
             return True
         return False
 
-    def _evidence(self, launch: Launch, sel: dict[str, list[Rule]], line: Line, t: float | None,
-                  ev: list[Event]) -> bool:
+    def _evidence(
+        self, launch: Launch, sel: dict[str, list[Rule]], line: Line, t: float | None, ev: list[Event]
+    ) -> bool:
         """Failure evidence on this line: a fatal rule's, else (before readiness) a suspect or detail rule's,
         else what the line is by its shape or level (an exception line, a FATAL or ERROR record)."""
         for r in sel.get("fatal", ()):
@@ -397,10 +411,19 @@ class Tracker:
                 return True
         return self._by_shape(launch, line, t, ev)
 
-    def _candidate(self, launch: Launch, line: Line, kind: str, category: str | None = None,
-                   wrapper: bool = False) -> Candidate:
-        c = Candidate(line.no, line.text.strip(), line.proc, kind, line.no, category,
-                      list(launch.recent) + [line.raw], wrapper=wrapper)
+    def _candidate(
+        self, launch: Launch, line: Line, kind: str, category: str | None = None, wrapper: bool = False
+    ) -> Candidate:
+        c = Candidate(
+            line.no,
+            line.text.strip(),
+            line.proc,
+            kind,
+            line.no,
+            category,
+            list(launch.recent) + [line.raw],
+            wrapper=wrapper,
+        )
         c.level = line.level
         return c
 
@@ -535,8 +558,13 @@ class Tracker:
         if pending is not None and self._last_evidence_t is not None and quiet >= self.grace_s:
             self.tb.flush()
             self._decide(launch, ev)
-        elif (launch.ready is None and launch.failure is None and server_alive is not True
-              and quiet >= self.quiet_fail_s and self._ends_failed(launch, flush=False)):
+        elif (
+            launch.ready is None
+            and launch.failure is None
+            and server_alive is not True
+            and quiet >= self.quiet_fail_s
+            and self._ends_failed(launch, flush=False)
+        ):
             self.tb.flush()
             if self._ends_failed(launch, flush=True):
                 self._decide(launch, ev)
@@ -544,9 +572,15 @@ class Tracker:
 
     def _ends_failed(self, launch: Launch, flush: bool) -> bool:
         """Would the log, ended here, be a failed startup? (Open tracebacks count only once flushed.)"""
-        return launch.dying is not None or any(
-            not c.cancelled and (c.kind in ("traceback", "fatal") or c.kind == "loose" and self._last_words(launch, c))
-            for c in launch.candidates) or (not flush and self.tb.busy)
+        return (
+            launch.dying is not None
+            or any(
+                not c.cancelled
+                and (c.kind in ("traceback", "fatal") or c.kind == "loose" and self._last_words(launch, c))
+                for c in launch.candidates
+            )
+            or (not flush and self.tb.busy)
+        )
 
     @staticmethod
     def _last_words(launch: Launch, c: Candidate) -> bool:
@@ -616,15 +650,28 @@ class Tracker:
         ev: list[Event] = []
         for p in launch.phases:
             if p.name != "start":
-                ev.append(Event("phase", p.start_t, {"name": p.name, "line_no": p.start_line, "draft": p.draft,
-                                                     "text": ""}))
+                ev.append(
+                    Event("phase", p.start_t, {"name": p.name, "line_no": p.start_line, "draft": p.draft, "text": ""})
+                )
         cur = launch.current
         if cur is not None and cur.progress is not None:
-            ev.append(Event("progress", launch.last_t, {"phase": cur.name, "n": cur.n, "total": cur.total,
-                                                       "progress": cur.progress, "line_no": launch.last_no}))
+            ev.append(
+                Event(
+                    "progress",
+                    launch.last_t,
+                    {
+                        "phase": cur.name,
+                        "n": cur.n,
+                        "total": cur.total,
+                        "progress": cur.progress,
+                        "line_no": launch.last_no,
+                    },
+                )
+            )
         for name, value in launch.facts.items():
-            ev.append(Event("fact", launch.last_t, {"name": name, "value": value,
-                                                    "line_no": launch.fact_lines.get(name)}))
+            ev.append(
+                Event("fact", launch.last_t, {"name": name, "value": value, "line_no": launch.fact_lines.get(name)})
+            )
         ev += [Event("warning", launch.last_t, dict(w)) for w in launch.warnings]
         return ev
 
@@ -634,11 +681,15 @@ class Tracker:
         if launch is None:
             return LogSays(t, ready=False, failed=False, dying=False, runtime_failed=False, phase="start")
         cur = launch.current
-        return LogSays(t, ready=launch.ready is not None, failed=launch.failure is not None,
-                       dying=launch.dying is not None and launch.ready is None,
-                       runtime_failed=launch.runtime_failure is not None,
-                       phase=cur.name if cur is not None else "start",
-                       last_line=launch.last_line or (launch.recent[-1] if launch.recent else ""))
+        return LogSays(
+            t,
+            ready=launch.ready is not None,
+            failed=launch.failure is not None,
+            dying=launch.dying is not None and launch.ready is None,
+            runtime_failed=launch.runtime_failure is not None,
+            phase=cur.name if cur is not None else "start",
+            last_line=launch.last_line or (launch.recent[-1] if launch.recent else ""),
+        )
 
     def verdict(self) -> Verdict:
         """The verdict on the log read so far, as if it ended here (report, and a watch's catch-up)."""
@@ -648,8 +699,17 @@ class Tracker:
         launch = self.launch
         verdict = verdict or self.verdict()
         if launch is None:
-            return Summary(verdict, self.forced or "unknown", None, None, None, [], {}, [],
-                           extra={"launches": 0, "exit": self.exit_info})
+            return Summary(
+                verdict,
+                self.forced or "unknown",
+                None,
+                None,
+                None,
+                [],
+                {},
+                [],
+                extra={"launches": 0, "exit": self.exit_info},
+            )
         return Summary(
             verdict=verdict,
             engine=launch.engine,
@@ -660,10 +720,15 @@ class Tracker:
             facts=dict(launch.facts),
             warnings=list(launch.warnings),
             runtime_failure=launch.runtime_failure,
-            extra={"engine_display": self.book.for_engine(launch.engine).display or launch.engine,
-                   "engine_evidence": {k: v for k, v in launch.scores.items() if ":" not in k},
-                   "launches": self.launches, "exit": self.exit_info, "launch_start_line": launch.start_line,
-                   "last_line_no": launch.last_no, "serving": self.serving.summary()},
+            extra={
+                "engine_display": self.book.for_engine(launch.engine).display or launch.engine,
+                "engine_evidence": {k: v for k, v in launch.scores.items() if ":" not in k},
+                "launches": self.launches,
+                "exit": self.exit_info,
+                "launch_start_line": launch.start_line,
+                "last_line_no": launch.last_no,
+                "serving": self.serving.summary(),
+            },
         )
 
 
@@ -672,14 +737,18 @@ def _str_or_none(v: Any) -> str | None:
 
 
 # What the last words of a process that died unexplained look like when they explain it.
-_ERRORISH = re.compile(r"(?i)\b(?:error|exception|fatal|failed|failure|not found|no such|denied|invalid|"
-                       r"unrecognized|cannot|can't|unable|abort|panic)\b")
+_ERRORISH = re.compile(
+    r"(?i)\b(?:error|exception|fatal|failed|failure|not found|no such|denied|invalid|"
+    r"unrecognized|cannot|can't|unable|abort|panic)\b"
+)
 
 
 def _looks_exception(text: str) -> bool:
     head = text.split(":", 1)[0]
     return head.endswith(("Error", "Exception", "Interrupt", "Exit", "Fault")) or head in (
-        "KeyboardInterrupt", "SystemExit")
+        "KeyboardInterrupt",
+        "SystemExit",
+    )
 
 
 __all__ = ["Tracker", "Rule"]

@@ -42,8 +42,17 @@ class Verdict(StrEnum):
 
 
 # The SPEC's exit codes (watch, run, replay). Interruptions map to 130/143/129 by signal, elsewhere.
-EXIT: dict[str, int] = {"ready": 0, "stopped": 0, "failed": 1, "died": 1, "usage": 2, "incomplete": 3,
-                        "stalled": 4, "timeout": 124, "interrupted": 130}
+EXIT: dict[str, int] = {
+    "ready": 0,
+    "stopped": 0,
+    "failed": 1,
+    "died": 1,
+    "usage": 2,
+    "incomplete": 3,
+    "stalled": 4,
+    "timeout": 124,
+    "interrupted": 130,
+}
 
 # Minutes of silence are normal while weights download, kernels compile and the first batches warm up;
 # not while ranks rendezvous.
@@ -52,8 +61,18 @@ EXIT: dict[str, int] = {"ready": 0, "stopped": 0, "failed": 1, "died": 1, "usage
 ACTIVITY_AFTER_S = 5.0
 ACTIVITY_EVERY_S = 30.0
 ACTIVITY_FRESH_S = 5.0
-STALL_FACTOR = {"download": 3.0, "load_weights": 2.0, "load_draft": 2.0, "compile": 4.0, "cuda_graph": 3.0,
-                "warmup": 4.0, "kv_cache": 2.0, "distributed_init": 1.0, "start": 1.0, "config": 1.0}
+STALL_FACTOR = {
+    "download": 3.0,
+    "load_weights": 2.0,
+    "load_draft": 2.0,
+    "compile": 4.0,
+    "cuda_graph": 3.0,
+    "warmup": 4.0,
+    "kv_cache": 2.0,
+    "distributed_init": 1.0,
+    "start": 1.0,
+    "config": 1.0,
+}
 
 
 @dataclass(frozen=True)
@@ -244,8 +263,9 @@ class VerdictMachine:
             return []
         if now - self.start >= p.timeout_s:
             self.outcome = Outcome.TIMEOUT
-            return [Notice("timeout", now, f"not ready after {fmt_duration(now - self.start)} (in {log.phase})",
-                           log.phase)]
+            return [
+                Notice("timeout", now, f"not ready after {fmt_duration(now - self.start)} (in {log.phase})", log.phase)
+            ]
         return self._stall(now)
 
     def _became_ready(self, now: float) -> list[Notice]:
@@ -303,13 +323,24 @@ class VerdictMachine:
         cpu = self._cpu
         if self._activity is not None:
             # What was checked is the evidence: nothing at all moved, not merely the log.
-            msg = (f"nothing moved for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)}): "
-                   f"{CHECKED}; last line: {self.log.last_line[:200]}")
+            msg = (
+                f"nothing moved for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)}): "
+                f"{CHECKED}; last line: {self.log.last_line[:200]}"
+            )
         else:
-            busy = "" if cpu is None else (f"; the server still uses CPU ({cpu:.0f}% of a core)" if cpu >= 5
-                                           else "; the server is idle (no CPU)")
-            msg = (f"no output for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)})"
-                   f"{busy}; last line: {self.log.last_line[:200]}")
+            busy = (
+                ""
+                if cpu is None
+                else (
+                    f"; the server still uses CPU ({cpu:.0f}% of a core)"
+                    if cpu >= 5
+                    else "; the server is idle (no CPU)"
+                )
+            )
+            msg = (
+                f"no output for {fmt_duration(st.silent_s)} in {phase} (limit {fmt_duration(st.limit_s)})"
+                f"{busy}; last line: {self.log.last_line[:200]}"
+            )
         if not self._stall_warned:
             self._stall_warned = True
             out.append(Notice("stall", now, msg, phase, round(st.silent_s, 1), cpu))
