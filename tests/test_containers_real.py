@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,8 +31,13 @@ PODMAN = ["podman", "--runtime", "runc"]
 RUN = ["run", "-d", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "-e", "PATH=/bin"]
 
 
+# podman's conmon leaves its marker files (an "oom" file after an OOM kill) in the working directory it was
+# started from: never the checkout.
+SCRATCH = tempfile.gettempdir()
+
+
 def _podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PODMAN, *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*PODMAN, *args], capture_output=True, text=True, timeout=timeout, cwd=SCRATCH)
 
 
 def _build_image(tmp: Path) -> None:
@@ -87,6 +93,7 @@ def watch(env: dict[str, str], name: str, *extra: str) -> tuple[int, dict, str]:
         text=True,
         timeout=180,
         env=env,
+        cwd=SCRATCH,
     )
     assert "Traceback" not in p.stderr, p.stderr
     events = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
