@@ -407,8 +407,9 @@ class Session:
         self.machine.feed(self.verify_result)
 
     async def _drain(self, reader: asyncio.Task[None]) -> None:
-        """The server exited: give the reader a moment to take the last lines it wrote."""
-        deadline = time.time() + 0.5
+        """The server exited: give the reader a moment to take the last lines it wrote (it is done as soon as
+        it has read up to the file's size; the deadline only bounds a reader that cannot)."""
+        deadline = time.time() + 2.0
         last = -1
         while time.time() < deadline:
             seen = self.source_bytes() if self.source_bytes is not None else 0

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.waiting import wait_event
@@ -33,17 +34,26 @@ class FdFollower:
         self._wake = asyncio.Event()
         self._watch_task: asyncio.Task[None] | None = None
 
-    async def _watch(self) -> None:
+    def _start_watch(self) -> None:
+        """The watch is in place before the first read: a write between that read and a later watch would
+        otherwise wait for the fstat poll (a server that prints everything and exits at once)."""
+        if self._watch_task is not None or not self.events:
+            return
         from asyncinotify import Inotify, Mask
 
-        with contextlib.suppress(OSError), Inotify() as inotify:  # no inotify (limits): the poll runs
+        try:
+            inotify = Inotify()
             inotify.add_watch(f"/proc/self/fd/{self.fd}", Mask.MODIFY | Mask.ATTRIB | Mask.CLOSE_WRITE)
+        except OSError:  # no inotify (limits): the poll runs
+            return
+        self._watch_task = asyncio.create_task(self._watch(inotify))
+
+    async def _watch(self, inotify: Any) -> None:
+        with contextlib.suppress(OSError), inotify:
             async for _ in inotify:
                 self._wake.set()
 
     async def _wait(self) -> None:
-        if self._watch_task is None and self.events:
-            self._watch_task = asyncio.create_task(self._watch())
         await wait_event(self._wake, self.poll_s)
         self._wake.clear()
 
@@ -55,6 +65,7 @@ class FdFollower:
     async def chunks(self) -> AsyncIterator[bytes]:
         """Complete lines, as they arrive, forever (the caller stops iterating)."""
         chunker = LineChunker()
+        self._start_watch()
         try:
             while True:
                 got = False
