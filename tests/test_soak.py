@@ -168,4 +168,7 @@ def test_soak_random_kills_leave_nothing_running_and_lose_no_byte(tmp_path: Path
         elif o.target == "bootwatch" and o.sig == signal.SIGKILL:
             assert n <= 1, f"run {o.i} recorded {n} times {where}"
         else:
-            assert n == 1, f"run {o.i} ({o.target} got {signal.Signals(o.sig).name}) is in history {n} times {where}"
+            assert n == 1, (
+                f"run {o.i} ({o.target} got {signal.Signals(o.sig).name}) is in history {n} times {where}; "
+                f"exit {o.returncode} after {o.elapsed:.2f} s; stderr: {o.stderr[-500:]!r}"
+            )

@@ -270,7 +270,9 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         import asyncio
 
         from bootwatch import commands
+        from bootwatch.sources.interrupts import catch_early
 
+        catch_early()
         return int(asyncio.run(getattr(commands, args.command)(args)))
     return 2
 

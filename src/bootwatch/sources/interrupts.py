@@ -44,6 +44,16 @@ class Interrupts:
 
 
 _installed: dict[int, Interrupts] = {}
+_early: list[int] = []  # stop signals that came before the loop's handlers were in place
+
+
+def catch_early() -> None:
+    """Before the event loop runs: a stop signal is kept for the loop's Interrupts instead of raising
+    KeyboardInterrupt (asyncio.run's own SIGINT handling would cancel the command mid-way, after it may have
+    started a server, and skip its summary and history)."""
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: signals stay as they were
+            signal.signal(sig, lambda signum, _frame: _early.append(signum))
 
 
 def interrupts() -> Interrupts:
@@ -58,4 +68,6 @@ def interrupts() -> Interrupts:
         with contextlib.suppress(ValueError, RuntimeError):  # not the main thread: signals stay as they were
             loop.add_signal_handler(sig, found.request, sig)
     _installed[key] = found
+    while _early:
+        found.request(_early.pop(0))
     return found
