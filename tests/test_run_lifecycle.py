@@ -270,6 +270,7 @@ BAD = [
     (["--url", "http://127.0.0.1:65536/"], [], "1 to 65535"),
     ([], ["--port", "99999"], "not a port"),
     (["--log", "/dev/null"], [], "regular file"),
+    (["--log", "/proc/version"], [], "a proc file"),
     (["--log", "{tmp}"], [], "directory"),
     (["--log", "{tmp}/fifo"], [], "FIFO"),
     (["--log", "{tmp}/no-such-dir/x.log"], [], "does not exist"),

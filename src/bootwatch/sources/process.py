@@ -59,6 +59,12 @@ class ServerLog:
         if not parent.is_dir():
             raise UsageError(f"--log {path}: the directory {parent} does not exist")
         existed = path.exists()
+        if existed and path.is_file():
+            from bootwatch.sources.file import pseudo_fs
+
+            fs = pseudo_fs(path.stat().st_dev)
+            if fs is not None:  # procfs, sysfs: no size to follow, and not a log the server can own
+                raise UsageError(f"--log {path}: a {fs} file, not a log file")
         try:
             # O_NONBLOCK: opening a FIFO must fail or return at once, not wait for a reader.
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
