@@ -30,24 +30,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, start_http_server
 
 from bootwatch.errors import UsageError
+from bootwatch.tracker.phases import ORDER
 
 if TYPE_CHECKING:
     from bootwatch.tracker import Event
 
-PHASES = (
-    "start",
-    "config",
-    "download",
-    "distributed_init",
-    "load_weights",
-    "load_draft",
-    "compile",
-    "kv_cache",
-    "cuda_graph",
-    "warmup",
-    "ready",
-    "other",
-)
+PHASES = (*ORDER, "other")  # the canonical phases, and whatever an engine of the user's names otherwise
 STATES = ("starting", "ready", "failed", "stalled", "timeout", "incomplete", "died", "stopped")
 _FACT_CAP = 64  # distinct fact names exported: a label per fact name must not grow without bound
 
