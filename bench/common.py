@@ -1,8 +1,11 @@
-"""What the benchmarks share: running under the project's venv, and the real corpus as one blob."""
+"""What the benchmarks share: running under the project's venv, the real corpus as one blob, and where
+scripts/real-servers put the real servers."""
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,3 +30,17 @@ def corpus_blob(corpus: Path) -> bytes:
     if not logs:
         raise SystemExit(f"no logs found under {corpus}/*/*.log")
     return b"".join(p.read_bytes() for p in logs)
+
+
+def real_server_paths() -> dict[str, str]:
+    """BOOTWATCH_VLLM_PY, BOOTWATCH_LLAMA_SERVER, BOOTWATCH_TINY_MODEL, ... as scripts/real-servers prints them."""
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / "real-servers"), "paths"], capture_output=True, text=True, check=True
+    ).stdout
+    return dict(line[7:].split("=", 1) for line in out.splitlines() if line.startswith("export "))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -11,26 +11,12 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def paths() -> dict[str, str]:
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "real-servers"), "paths"], capture_output=True, text=True)
-    return dict(x[7:].split("=", 1) for x in out.stdout.splitlines() if x.startswith("export "))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from common import free_port, real_server_paths
 
 
 def main() -> int:
@@ -39,7 +25,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--baseline", action="store_true", help="no --url: no health probe, no /metrics (the log only)")
     a = ap.parse_args()
-    p, port = paths(), free_port()
+    p, port = real_server_paths(), free_port()
     if a.engine == "llamacpp":
         server = [
             p["BOOTWATCH_LLAMA_SERVER"],

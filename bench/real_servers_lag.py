@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,22 +20,10 @@ import time
 from pathlib import Path
 
 import httpx
+from common import free_port, real_server_paths
 
 REPO = Path(__file__).resolve().parent.parent
 BOOTWATCH = [str(REPO / ".venv" / "bin" / "bootwatch")]
-
-
-def paths() -> dict[str, str]:
-    out = subprocess.run(
-        ["bash", str(REPO / "scripts" / "real-servers"), "paths"], capture_output=True, text=True, check=True
-    ).stdout
-    return dict(line[7:].split("=", 1) for line in out.splitlines() if line.startswith("export "))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def commands(p: dict[str, str], port: int) -> dict[str, list[str]]:
@@ -128,7 +115,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=5)
     args = ap.parse_args()
-    p = paths()
+    p = real_server_paths()
     out = REPO / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
     print(
