@@ -49,7 +49,6 @@ KINDS = (
 FATAL_ROLES = ("cause", "death", "wrapper", "cause_before")
 # Rule sets that engines extend; not engines themselves.
 SHARED = ("python", "uvicorn", "ggml")
-ENGINES = ("sglang", "vllm", "tgi", "llamacpp", "lmdeploy", "trtllm", "unknown")
 
 
 @dataclass(slots=True)

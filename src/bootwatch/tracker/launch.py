@@ -20,7 +20,7 @@ class Launch:
     start_t: float | None
     forced_engine: bool = False
     scores: dict[str, int] = field(default_factory=dict)  # engine -> weight of its evidence so far
-    detect_hits: dict[str, int] = field(default_factory=dict)  # detect rule -> times it counted
+    detect_hits: dict[str, int] = field(default_factory=dict)  # detect rule or prefix family -> times it counted
     ready_engine: str | None = None  # the engine whose rules said ready
     engine_by_banner: bool = False  # the launch began at its engine's own launch line
     first_only_seen: bool = False  # a first_only launch marker was seen (later ones are reloads)

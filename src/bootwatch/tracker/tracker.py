@@ -225,11 +225,12 @@ class Tracker:
         """A prefix only one engine prints counts, but a flood of prefixed lines never outweighs banners."""
         fmt = line.fmt or ""
         engine = self._fmt_engine.get(fmt)
-        if engine is None or engine not in self.book.engines:
+        if engine is None:
             return
-        key = "fmt:" + engine
-        if launch.scores.get(key, 0) < _FMT_MAX_OF.get(fmt, _FMT_MAX):
-            launch.scores[key] = launch.scores.get(key, 0) + 1
+        key = "format " + fmt
+        seen = launch.detect_hits.get(key, 0)
+        if seen < _FMT_MAX_OF.get(fmt, _FMT_MAX):
+            launch.detect_hits[key] = seen + 1
             launch.scores[engine] = launch.scores.get(engine, 0) + 1
 
     def _weigh_detect_rules(self, launch: Launch, hits: list[Rule]) -> None:
@@ -722,7 +723,7 @@ class Tracker:
             runtime_failure=launch.runtime_failure,
             extra={
                 "engine_display": self.book.for_engine(launch.engine).display or launch.engine,
-                "engine_evidence": {k: v for k, v in launch.scores.items() if ":" not in k},
+                "engine_evidence": dict(launch.scores),
                 "launches": self.launches,
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
