@@ -138,17 +138,14 @@ class Analyzer:
 
     def _note_tail(self, data: bytes, next_no: int) -> None:
         """The last non-blank line of the chunk: what the server said last, if it dies unexplained."""
-        end = len(data)
-        no = next_no - 1 if data.endswith(b"\n") else next_no
-        while end > 0:
-            start = data.rfind(b"\n", 0, end - 1) + 1 if data[end - 1 : end] == b"\n" else data.rfind(b"\n", 0, end) + 1
-            stop = end - 1 if data[end - 1 : end] == b"\n" else end
-            raw = data[start:stop]
-            if raw.strip():
-                lines = self.normalizer.lines(no, raw[-4096:].decode("utf-8", "replace"))
-                self.tracker.tail = (no, lines[-1].text.strip()) if lines else None
-                return
-            end, no = start, no - 1
+        trimmed = data.rstrip()
+        if not trimmed:
+            return
+        start = trimmed.rfind(b"\n") + 1
+        # `next_no` is the number of the line after the chunk's last newline; count back over the ones after it.
+        no = next_no - data.count(b"\n", start)
+        lines = self.normalizer.lines(no, trimmed[start:][-4096:].decode("utf-8", "replace"))
+        self.tracker.tail = (no, lines[-1].text.strip()) if lines else None
 
     def _note_last(self, data: bytes, last_no: int, now: float | None) -> None:
         """The log's clock at the end of the chunk, for the duration of the phase still running."""
