@@ -14,7 +14,7 @@ from typing import Any
 import re2
 
 from bootwatch.engines import RuleBook, load_rulebook
-from bootwatch.engines.prefilter import Prefilter, _unanchor, strip_names
+from bootwatch.engines.prefilter import Prefilter, for_union
 from bootwatch.errors import UsageError
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
@@ -39,7 +39,7 @@ def rules_for(extra: Iterable[os.PathLike[str] | str] = ()) -> tuple[RuleBook, P
 def launch_marker(extra: Iterable[os.PathLike[str] | str] = ()) -> Any:
     """One RE2 pattern (bytes) for every engine's launch lines: where a new launch may begin."""
     book, _ = rules_for(extra)
-    parts = [strip_names(_unanchor(r.regex.pattern)) for _, r in book.launch]
+    parts = [for_union(r.regex.pattern) for _, r in book.launch]
     return re2.compile("|".join(f"(?:{p})" for p in parts).encode())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re2
 
+from bootwatch.engines.pattern import UNANCHORED as _UNANCHORED
 from bootwatch.engines.rules import RuleBook, compile_pattern
 from bootwatch.errors import UsageError
 
@@ -22,9 +23,12 @@ STRUCTURAL = (
 )
 
 
-def _unanchor(pattern: str) -> str:
-    """Drop every `^` anchor (outside character classes): in a rule it means the start of the message, which
-    in the raw line comes after a prefix. Dropping an anchor only widens the prefilter, never narrows it."""
+def for_union(pattern: str, anchors: bool = False) -> str:
+    """`pattern` as one branch of a union that only says where lines hit: every `^` anchor (outside character
+    classes) dropped, since in a rule it means the start of the message, which in the raw line comes after a
+    prefix (dropping one only widens the prefilter, never narrows it); every group made non-capturing, since
+    group names would clash across rules and captures make RE2 leave its DFA for a slower engine. `anchors`
+    keeps the anchors of a pattern written for the raw line."""
     out = []
     i, in_class = 0, False
     while i < len(pattern):
@@ -46,20 +50,30 @@ def _unanchor(pattern: str) -> str:
             if pattern[i + 1 : i + 2] == "]":  # "]" first in a class is a literal
                 out.append("]")
                 i += 1
-        elif c != "^":
+        elif c == "(":
+            named = _NAMED_GROUP.match(pattern, i)
+            if named is not None:
+                out.append("(?:")
+                i = named.end()
+                continue
+            out.append("(" if pattern[i + 1 : i + 2] == "?" else "(?:")
+        elif c != "^" or anchors:
             out.append(c)
         i += 1
     return "".join(out)
 
 
+_NAMED_GROUP = re2.compile(r"\(\?P?<\w+>")
+
+
 class Prefilter:
     def __init__(self, book: RuleBook) -> None:
-        parts = list(STRUCTURAL)
+        parts = [for_union(p, anchors=True) for p in STRUCTURAL]
         seen = set(parts)
         for rule in book.all_rules():
             if rule.kind == "category":  # classifies a failure already found; never a reason to look at a line
                 continue
-            p = _unanchor(rule.regex.pattern)
+            p = for_union(rule.regex.pattern)
             if p in seen:
                 continue
             compile_pattern(p, rule.source)  # its own error message, before the union's would name no rule
@@ -68,8 +82,7 @@ class Prefilter:
         opts = re2.Options()
         opts.max_mem = 256 << 20
         opts.log_errors = False
-        # Named groups are for the rules; strip them so that one automaton holds everything.
-        union = "|".join(f"(?:{strip_names(p)})" for p in parts)
+        union = "|".join(f"(?:{p})" for p in parts)
         try:
             self._re = re2.compile(("(?m)" + union).encode(), opts)
         except re2.error:
@@ -81,13 +94,13 @@ class Prefilter:
     def line_starts(self, data: bytes) -> list[int]:
         """Offsets in `data` of the starts of the lines that hold at least one hit, ascending, unique."""
         out: list[int] = []
-        search, find, rfind = self._re.search, data.find, data.rfind
+        # RE2 itself, not the wrapper's generator: this runs once per hit line.
+        match, find, rfind = self._re._regexp.Match, data.find, data.rfind
         pos, n = 0, len(data)
         while pos < n:
-            m = search(data, pos)
-            if m is None:
+            s = match(_UNANCHORED, data, pos, n)[0][0]
+            if s < 0:
                 break
-            s = m.start()
             out.append(rfind(b"\n", 0, s) + 1)
             nl = find(b"\n", s)
             pos = n if nl < 0 else nl + 1

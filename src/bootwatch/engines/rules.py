@@ -21,6 +21,7 @@ from typing import Any
 
 import re2
 
+from bootwatch.engines.pattern import Pattern
 from bootwatch.errors import UsageError
 
 # A rule file is a few KiB; a limit keeps `--rules /dev/zero` or a mistyped path to a big log from eating memory.
@@ -54,7 +55,7 @@ SHARED = ("python", "uvicorn", "ggml")
 @dataclass(slots=True)
 class Rule:
     kind: str
-    regex: re2._Regexp  # RE2, as checked: linear time whatever the pattern and the line
+    regex: Pattern  # RE2, as checked: linear time whatever the pattern and the line
     source: str  # "file.toml#phase[3]", for messages and tests
     example: str | list[str] | None = None
     name: str | None = None  # phase name, fact name, warning kind, flag name, category
@@ -71,7 +72,7 @@ class Rule:
     levels: tuple[str, ...] = ()  # only lines at these levels
     # stats: the numbers are read from the raw line with this pattern (TGI keeps them in the span, before the
     # message the pattern matches); None: from the pattern's own named groups
-    fields: re2._Regexp | None = None
+    fields: Pattern | None = None
 
 
 @dataclass
@@ -114,6 +115,7 @@ class RuleBook:
     launch: list[tuple[str, Rule]]
     positions: dict[str, dict[int, int]] = field(default_factory=dict)
     _set: object = None
+    _set_match: Any = None
     _by_index: list[list[Rule]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -138,9 +140,10 @@ class RuleBook:
             self._by_index[where[pattern]].append(rule)
         rset.Compile()
         self._set = rset
+        self._set_match = rset._set.Match  # the C++ set itself: the wrapper's method is a Python call more per line
 
     def matching(self, text: str) -> list[Rule]:
-        hits = self._set.Match(text)  # type: ignore[attr-defined]
+        hits = self._set_match(text.encode())
         if not hits:
             return []
         by_index = self._by_index
@@ -168,10 +171,10 @@ def _reason(e: Exception) -> str:
     return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
 
 
-def compile_pattern(pattern: str, where: str) -> re2._Regexp:
+def compile_pattern(pattern: str, where: str) -> Pattern:
     """A rule's pattern, compiled by the engine that will match it."""
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return Pattern(re2.compile(pattern, _OPTIONS))
     except re2.error as e:
         raise UsageError(f"{where}: bad pattern {pattern!r} (RE2: {_reason(e)})") from None
 

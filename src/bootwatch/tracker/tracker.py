@@ -359,9 +359,12 @@ class Tracker:
             elif _ALIAS.get(cur.name, cur.name) != name:
                 return True
             g = m.groupdict()
+            n_text, total_text = g.get("n"), g.get("total")
+            if n_text is None or total_text is None:
+                return True
             try:
-                n, total = int(g["n"]), int(g["total"])
-            except (KeyError, TypeError, ValueError):
+                n, total = int(n_text), int(total_text)
+            except ValueError:
                 return True
             if cur is None:
                 return True
