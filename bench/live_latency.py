@@ -396,7 +396,8 @@ def death_trial(procs: Procs, src_log: Path, workdir: Path, rng: random.Random) 
     while time.time() < deadline and (server is None or lines_in(log) < DEATH_LINES):
         if server is None:
             with contextlib.suppress(psutil.Error):
-                kids = psutil.Process(bw.pid).children()
+                # bootwatch also runs a guard child (it kills the server if bootwatch itself is SIGKILLed)
+                kids = [k for k in psutil.Process(bw.pid).children() if FAKE_SERVER_MODULE in k.cmdline()]
                 if kids:
                     server = kids[0]
                     procs.adopt(server.pid)
