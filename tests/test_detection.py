@@ -53,6 +53,22 @@ def test_plain_uvicorn_server_that_cannot_bind_failed(tmp_path: Path) -> None:
     assert "[Errno 98]" in s["failure"]["text"] and s["failure"]["category"] == "port_in_use"
 
 
+# llama-cpp-python's server: llama.cpp's loader lines (the engine reads as llama.cpp), then uvicorn.
+GGML_LOADER = """\
+llama_model_loader: loaded meta data with 48 key-value pairs and 733 tensors from /m/Q2_K.gguf (version GGUF V3 (latest))
+llama_model_loader: - kv   0:                       general.architecture str              = qwen35moe
+"""
+
+
+def test_llama_cpp_python_is_ready_at_the_bind_and_fails_when_it_cannot_bind(tmp_path: Path) -> None:
+    ready = report(tmp_path, GGML_LOADER + UVICORN_READY)
+    assert ready["engine"] == "llamacpp" and ready["verdict"] == "ready"
+    assert ready["ready"]["text"].startswith("Uvicorn running on")
+    failed = report(tmp_path, GGML_LOADER + UVICORN_BIND_FAIL)
+    assert failed["verdict"] == "failed", failed
+    assert failed["failure"]["category"] == "port_in_use"
+
+
 def test_known_engine_evidence_overrules_generic_readiness(tmp_path: Path) -> None:
     s = report(tmp_path, SGLANG_QUIET_WARMUP_FAIL)
     assert s["engine"] == "sglang"
