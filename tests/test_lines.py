@@ -183,3 +183,55 @@ def test_tgi_stamp_is_not_taken_for_a_collector_wrapper() -> None:
 def test_compose_wrapper_around_a_bare_message() -> None:
     line = one("vllm_1    | INFO:     Application startup complete.")
     assert line.text == "Application startup complete." and line.level == "INFO"
+
+
+# vllm/nim-1.0-gke-l4-kubectl-json-lines-llama3-8b-ready.log: NIM logs one JSON record a line
+NIM_READY = (
+    '{"level": "INFO", "time": "02-20 21:47:39.338", "file_path": "/usr/local/lib/python3.10/dist-packages/uvicorn/'
+    'lifespan/on.py", "line_number": "62", "message": "Application startup complete.", "exc_info": "None", '
+    '"stack_info": "None"}'
+)
+
+
+def test_json_record_is_read_as_its_message_level_and_time() -> None:
+    line = one(NIM_READY, 2026)
+    assert line.text == "Application startup complete." and line.level == "INFO" and line.fmt == "json"
+    assert line.t == 1771624059.0  # 2026-02-20 21:47:39 UTC: the record's yearless stamp gets the log's year
+    # behind kubectl's --prefix as behind nothing
+    assert one("[pod/nim-0/nim] " + NIM_READY, 2026).text == "Application startup complete."
+
+
+def test_json_record_exception_becomes_traceback_lines(tmp_path) -> None:
+    from bootwatch.pipeline import analyze_path
+
+    record = (
+        '{"level": "ERROR", "time": "02-20 21:47:20.001", "message": "Error in model execution", "exc_info": '
+        '"Traceback (most recent call last):\\n  File \\"/usr/local/lib/python3.10/dist-packages/vllm/worker/'
+        'model_runner.py\\", line 973, in capture\\n    raise RuntimeError(msg)\\nRuntimeError: CUDA error: out of '
+        'memory", "stack_info": "None"}'
+    )
+    lines = Normalizer(2026).lines(3, record)
+    assert [x.text for x in lines][0] == "Error in model execution"
+    assert lines[-1].text == "RuntimeError: CUDA error: out of memory" and {x.no for x in lines} == {3}
+    log = tmp_path / "nim.log"
+    log.write_text(
+        NIM_READY.replace("Application startup complete.", "NIM LLM API version 1.0.0") + "\n" + record + "\n"
+    )
+    s = analyze_path(log)
+    assert s["verdict"] == "failed" and s["failure"]["text"] == "RuntimeError: CUDA error: out of memory", s
+
+
+def test_tracing_json_record_keeps_its_message_under_fields() -> None:
+    # tracing-subscriber's JSON (TGI --json-output): the message sits in "fields"
+    line = one(
+        '{"timestamp":"2024-06-17T13:11:09.417238Z","level":"WARN","fields":{"message":"Waiting for shard to be '
+        'ready..."},"target":"text_generation_launcher"}'
+    )
+    assert line.text == "Waiting for shard to be ready..." and line.level == "WARNING"
+    assert line.t == 1718629869.417238
+
+
+def test_llama_cpp_json_is_left_to_its_rules() -> None:
+    # llamacpp 2023 server JSON ("message" and the C++ function): llama.cpp's rules read the record whole
+    raw = '{"timestamp":1688607679,"level":"INFO","function":"main","line":1085,"message":"build info","build":796}'
+    assert one(raw).text == raw

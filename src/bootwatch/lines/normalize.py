@@ -61,4 +61,5 @@ class Normalizer:
             if p.ymd:
                 self.year = p.ymd[0]
             out.append(Line(no, p.text, seg, p.t, p.level, p.proc, p.fmt, update))
+            out += [Line(no, more, more, p.t, p.level, p.proc, p.fmt, update) for more in p.more]
         return out

@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bootwatch.lines.json_records import read_record
+
 _LEVELS = {
     "I": "INFO",
     "W": "WARNING",
@@ -113,6 +115,7 @@ class Prefix:
     proc: str | None = None
     fmt: str | None = None
     ymd: tuple[int, int, int] | None = None  # to tell yearless vLLM stamps which year they are in
+    more: tuple[str, ...] = ()  # further lines the one physical line holds (a JSON record's traceback)
 
 
 def _epoch(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
@@ -177,6 +180,8 @@ def parse_prefix(text: str, year: int) -> Prefix:
     """Peel collector wrappers, process tags and one logger prefix off `text`; `year` fills in yearless stamps
     (vLLM)."""
     pos, wrap_t = _peel_wrappers(text, year) if text[:1].isalnum() or text[:1] in "[>" else (0, None)
+    if text[pos : pos + 1] == "{" and (record := read_record(text[pos:], year)) is not None:
+        return Prefix(record.message, record.t or wrap_t, record.level, None, "json", None, record.more)
     p = _parse_from(text, pos, year)
     if p.fmt is None and pos == 0 and text[:1] in " \t":
         # A paste indented as a whole (a quote block): the prefix is there after the indentation. Only taken
