@@ -18,10 +18,13 @@ KNOWN_MISSES = {
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
     "tgi/v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill": "a traceback the shard only warned with is taken over the later unexplained SIGKILL",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
+    "lmdeploy/turbomind-2024-08-intern-studio-internlm25-1.8b-shell-continuation-ready": "labelled ready at uvicorn's bind; the corpus' other LMDeploy labels (and the rule) take 'Application startup complete.' two lines before",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
-    "lmdeploy/v0.12.3-docker-reasoning-parser-glm47-valueerror-nccl-interleaved": "nothing in the excerpt names LMDeploy (a CLI error and NCCL lines)",
+    "ollama/rocm-dolphin3-llama31-8b-unable-to-allocate-rocm0-buffer-failed-excerpt": "an excerpt of the llama.cpp lines Ollama relays: nothing in it names Ollama",
+    "uvicorn/llama-cpp-python-cpu-qwen36-35b-a3b-q2k-uvicorn-running-ready-head-tail-excerpt": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",
+    "vllm/nim-1.0-gke-l4-cloud-assist-log-view-cut-mid-engine-init-incomplete": "NIM 1.0 starts TensorRT-LLM's runtime before vLLM; the view is cut before vLLM's engine line",
     "sglang/v0.5.6-killed-right-after-launch-single-jit-line": "a single JIT line before the kill names no engine",
 }
 
