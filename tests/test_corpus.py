@@ -59,3 +59,12 @@ def test_corpus_engine(label: Path) -> None:
 def test_known_misses_are_in_the_corpus() -> None:
     names = {_name(p) for p in corpus_labels()}
     assert set(KNOWN_MISSES) <= names and set(KNOWN_ENGINE_MISSES) <= names
+
+
+def test_index_lists_every_log_with_current_counts() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "corpus-index"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
