@@ -83,8 +83,9 @@ def test_sglang_2026_format_with_level_and_file() -> None:
 
 
 def test_sglang_reformatted_uvicorn_line() -> None:
+    # SGLang's stamp on uvicorn's line: uvicorn's level, SGLang's prefix family (evidence of SGLang)
     line = one("[2024-10-31 21:56:40] INFO:     Application startup complete.")
-    assert line.text == "Application startup complete." and line.fmt == "uvicorn"
+    assert line.text == "Application startup complete." and line.fmt == "sglang" and line.level == "INFO"
 
 
 def test_vllm_v0_prefix_without_brackets() -> None:

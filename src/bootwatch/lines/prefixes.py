@@ -265,7 +265,9 @@ class _Format:
         name = (fmt or self.name) if self.tag_names_format else self.name
         level, rest = self.level(m.group("level")), m.end()
         if self.then is not None and (inner := self.then.pattern.match(text, rest)):
-            level, name, rest = self.then.level(inner.group("level")), self.then.name, inner.end()
+            # the inner prefix says the level; the line is still the outer logger's (SGLang's stamp on uvicorn's
+            # lines is SGLang's evidence: a watcher that starts at them must not take uvicorn's readiness)
+            level, rest = self.then.level(inner.group("level")), inner.end()
         return Prefix(text[pos:] if self.keeps_tag else text[rest:], t, level, self.proc(m) or proc, name, _ymd(m))
 
 
