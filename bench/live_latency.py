@@ -659,6 +659,13 @@ def death_rows(cfg: Config, procs: Procs, src_log: Path, tmp: Path, rng: random.
     ]
 
 
+def open_launch(src_log: Path) -> bytes:
+    """A launch still starting: the ready log up to its ready line. Each copy of the corpus ends with it, so that
+    a watcher that has caught up keeps watching (the corpus' own last launch may be ready or failed)."""
+    data = src_log.read_bytes()
+    return data[: data.rfind(b"\n", 0, data.index(READY_TEXT)) + 1]
+
+
 def idle_rows(cfg: Config, procs: Procs, blob: bytes, tmp: Path) -> list[Row]:
     big = build_log(blob, passes_for(cfg.big_bytes, len(blob)))
     warm_page_cache(big)
@@ -730,7 +737,7 @@ def run(cfg: Config) -> list[Row]:
         try:
             rows = ready_rows(cfg, procs, src_log, tmp, rng)
             rows += death_rows(cfg, procs, src_log, tmp, rng)
-            rows += idle_rows(cfg, procs, blob, tmp)
+            rows += idle_rows(cfg, procs, blob + open_launch(src_log), tmp)
         finally:
             procs.cleanup()
     return rows + poll_rows(cfg, blob, src_log)
