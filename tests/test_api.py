@@ -17,7 +17,7 @@ import pytest
 
 import bootwatch
 from bootwatch import ServerFailed, ServerStalled, ServerTimeout, UsageError
-from bootwatch.tracker import Event
+from bootwatch.tracker import Event, PhaseEvent, ReadyEvent
 
 from .conftest import CORPUS, HELPER, ROOT
 
@@ -213,6 +213,12 @@ def test_event_hook_gets_typed_events(tmp_path: Path) -> None:
     with bootwatch.launch(fake(READY_VLLM, "--then", "serve"), log_dir=tmp_path, on_event=kinds.append) as server:
         pass
     assert all(isinstance(ev, Event) for ev in kinds) and server.events
+    ready = [ev for ev in kinds if isinstance(ev, ReadyEvent)]
+    assert ready and ready[0].kind == "ready" and ready[0].text
+    assert {"event": "ready", "line_no": ready[0].line_no, "text": ready[0].text}.items() <= ready[0].to_json(
+        1.0
+    ).items()
+    assert any(isinstance(ev, PhaseEvent) and ev.name == "load_weights" for ev in kinds)
 
 
 @pytest.mark.real_server

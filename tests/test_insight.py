@@ -20,7 +20,7 @@ from bootwatch.insight.signals import CHECKED, Activity
 from bootwatch.insight.weights import find_weights, model_paths_from_argv
 from bootwatch.pipeline import Analyzer
 from bootwatch.store import Command, StoredPhase, StoredStartup, open_store, similar
-from bootwatch.tracker import Event
+from bootwatch.tracker import EtaEvent, Event, PhaseEvent, WarningEvent
 from bootwatch.tracker.verdict import LogSays, Outcome, Output, Policy, Tick, VerdictMachine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,15 +223,17 @@ def test_eta_bands_and_regressions_from_history(tmp_path: Path, monkeypatch: pyt
     out: list[Event] = []
     for k, line in enumerate(lines):
         out += insight.on_events(analyzer.feed(line, t0 + k), t0 + k)
-    etas = [e for e in out if e.kind == "eta"]
-    assert etas and etas[-1].data["phase"] == "load_weights" and etas[-1].data["p50_s"] == 11.0, out
+    etas = [e for e in out if isinstance(e, EtaEvent)]
+    assert etas and etas[-1].phase == "load_weights" and etas[-1].p50_s == 11.0, out
     end = analyzer.feed(
         b"INFO 05-25 10:55:28 [gpu_model_runner.py:1] Loading model weights took 1.0 GiB and "
         b"40.0 seconds\nINFO 05-25 10:55:28 [kv_cache_utils.py:1] GPU KV cache size: 100 tokens\n",
         t0 + 42,
     )
-    warned = [e for e in insight.on_events(end, t0 + 42) if e.kind == "warning"]
-    assert any(e.data["kind"] == "slow_phase" and "load_weights took" in e.data["text"] for e in warned), end
+    warned = [e for e in insight.on_events(end, t0 + 42) if isinstance(e, WarningEvent)]
+    assert any(e.warning == "slow_phase" and "load_weights took" in e.text for e in warned), end
+    slow = next(e for e in warned if e.warning == "slow_phase")
+    assert list(slow.to_json(0.0)) == ["t", "event", "line_no", "kind", "text", "phase", "took_s", "median_s", "n"]
 
 
 # ---- end to end: run, a silent reader and a sleeper -------------------------------------------------------
@@ -327,25 +329,16 @@ def test_the_live_view_shows_history_and_bytes_etas() -> None:
     with open(os.devnull, "w") as null:
         sink = LiveSink(["s"], "x.log", Console(file=null, width=160), clock=lambda: 1010.0)
         try:
-            sink.event(Event("phase", 1000.0, {"name": "load_weights", "line_no": 3}), 1000.0)
+            sink.event(PhaseEvent(t=1000.0, name="load_weights", line_no=3, draft=False, text=""), 1000.0)
             sink.event(
-                Event(
-                    "eta",
-                    1000.0,
-                    {
-                        "phase": "load_weights",
-                        "draft": False,
-                        "p50_s": 250.0,
-                        "p90_s": 360.0,
-                        "n": 5,
-                        "basis": "engine+model",
-                    },
+                EtaEvent(
+                    t=1000.0, phase="load_weights", draft=False, p50_s=250.0, p90_s=360.0, n=5, basis="engine+model"
                 ),
                 1000.0,
             )
             assert "ETA 4m00s (p90 5m50s) · from 5 startups" in shown(sink, 1010.0)
             sink.event(
-                Event("eta", 1010.0, {"phase": "load_weights", "basis": "bytes", "eta_s": 70.0, "progress": 0.57}),
+                EtaEvent(t=1010.0, phase="load_weights", basis="bytes", eta_s=70.0, progress=0.57),
                 1010.0,
             )
             assert "ETA 1m10s (weights read)" in shown(sink, 1010.0)

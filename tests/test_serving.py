@@ -20,6 +20,7 @@ from bootwatch.serving.detectors import (
 )
 from bootwatch.serving.scrape import Scrape, parse
 from bootwatch.serving.stats import ServingSample, Source, from_groups
+from bootwatch.tracker import ServingEvent, WarningEvent
 
 from .conftest import CORPUS, FIXTURES
 
@@ -145,13 +146,14 @@ def test_capacity_cut_is_caught_at_the_first_decode_line_that_hits_the_cap() -> 
     for s, (r, q) in enumerate([(40, 0), (48, 0), (48, 12), (48, 30)]):
         events.append(a.feed(fmt.format(s=s, r=r, q=q).encode()))
     assert not [e for e in events[0] + events[1] if e.kind == "warning"]
-    cut = [e for e in events[2] if e.kind == "warning" and e.data["kind"] == "capacity_cut"]
-    assert cut and cut[0].data["line_no"] == ready + 4
-    assert "48 requests running = the cap of 48 while 12 wait" in cut[0].data["evidence"]
-    assert "speculative decoding (DFLASH)" in cut[0].data["evidence"]
-    assert "--max-running-requests" in cut[0].data["fix"]
+    cut = [e for e in events[2] if isinstance(e, WarningEvent) and e.warning == "capacity_cut"]
+    assert cut and cut[0].line_no == ready + 4
+    assert "48 requests running = the cap of 48 while 12 wait" in cut[0].details["evidence"]
+    assert "speculative decoding (DFLASH)" in cut[0].details["evidence"]
+    assert "--max-running-requests" in cut[0].details["fix"]
+    assert list(cut[0].payload()) == ["line_no", "kind", "text", "evidence", "fix"]
     assert not [e for e in events[3] if e.kind == "warning"]  # said once
-    assert [e for e in events[2] if e.kind == "serving"][0].data["queued"] == 12
+    assert [e for e in events[2] if isinstance(e, ServingEvent)][0].queued == 12
     assert "capacity_cut" in a.summary().to_json()["serving"]["findings"]
 
 

@@ -37,7 +37,7 @@ from bootwatch.probes.http import HttpProbe
 from bootwatch.session import Options, Session
 from bootwatch.sources.fd_follow import FdFollower
 from bootwatch.sources.process import ServerLog, ServerProcess
-from bootwatch.tracker import Event
+from bootwatch.tracker import Event, LineEvent
 from bootwatch.tracker.verdict import Verdict
 
 T = TypeVar("T")
@@ -217,7 +217,7 @@ class _Collector:
         self.extra = list(extra)
 
     def event(self, ev: Event, now: float) -> None:
-        if ev.kind != "line":
+        if not isinstance(ev, LineEvent):  # live views only
             self.events.append(ev)
         if self.hook is not None:
             self.hook(ev)

@@ -16,7 +16,7 @@ from typing import Any
 
 from bootwatch.durations import fmt_duration
 from bootwatch.session import Options, Session
-from bootwatch.tracker import Event
+from bootwatch.tracker import Event, NodeStallEvent, StalledEvent, TimeoutEvent
 from bootwatch.tracker.verdict import Outcome, Verdict, cluster_outcome, cluster_verdict, combine, stall_state
 
 
@@ -41,7 +41,7 @@ class NodeSink:
         self.name = name
 
     def event(self, ev: Event, now: float) -> None:
-        self.sink.event(Event(ev.kind, ev.t, {"node": self.name, **ev.data}), now)
+        self.sink.event(replace(ev, node=self.name), now)
 
     def note(self, now: float, text: str) -> None:
         self.sink.note(now, f"[{self.name}] {text}")
@@ -73,15 +73,10 @@ class Cluster:
             if node.name not in self._stall_warned:
                 self._stall_warned.add(node.name)
                 self.sink.event(
-                    Event(
-                        "stall",
-                        now,
-                        {"node": node.name, "phase": phase, "silent_s": round(st.silent_s, 1), "message": msg},
-                    ),
-                    now,
+                    NodeStallEvent(t=now, node=node.name, phase=phase, silent_s=round(st.silent_s, 1), message=msg), now
                 )
             if st.stalled:
-                self.sink.event(Event("stalled", now, {"node": node.name, "phase": phase, "message": msg}), now)
+                self.sink.event(StalledEvent(t=now, node=node.name, phase=phase, message=msg), now)
                 return Outcome.STALLED
         return None
 
@@ -108,12 +103,8 @@ class Cluster:
                         return stalled
                 if now - self.start >= self.opts.timeout_s:
                     late = ", ".join(f"{n.name} in {self._phase(n)}" for n in self.nodes if n.outcome is None)
-                    self.sink.event(
-                        Event(
-                            "timeout", now, {"message": f"not ready after {fmt_duration(now - self.start)} ({late})"}
-                        ),
-                        now,
-                    )
+                    message = f"not ready after {fmt_duration(now - self.start)} ({late})"
+                    self.sink.event(TimeoutEvent(t=now, message=message), now)
                     return Outcome.TIMEOUT
         finally:
             for node in self.nodes:

@@ -110,26 +110,40 @@ class StateSink:
 
     def event(self, ev: Event, now: float) -> None:
         from bootwatch.text import redact
+        from bootwatch.tracker.events import (
+            FailedEvent,
+            PhaseEvent,
+            ProgressEvent,
+            ReadyEvent,
+            StalledEvent,
+            StallEvent,
+            TimeoutEvent,
+        )
 
-        s, k, d = self.state, ev.kind, ev.data
+        s = self.state
         s.last_event = now
-        if k == "phase" and d.get("name"):
-            s.phase, s.progress = str(d["name"]), None
-            s.stall_warning = False
-        elif k == "progress" and d.get("progress") is not None:
-            s.progress, s.stall_warning = float(d["progress"]), False
-        elif k == "stall":
-            s.stall_warning = True
-        elif k == "ready":
-            s.state, s.phase, s.progress = "ready", "ready", 1.0
-        elif k == "failed":
-            # After readiness the server died: the startup stays ready, the server does not.
-            s.state = "died" if d.get("runtime") else "failed"
-            s.root_cause = redact(str(d.get("text") or "")) or None
-        elif k in ("stalled", "timeout"):
-            s.state = k
-        else:
-            return
+        match ev:
+            case PhaseEvent():
+                if not ev.name:
+                    return
+                s.phase, s.progress = ev.name, None
+                s.stall_warning = False
+            case ProgressEvent():
+                if ev.progress is None:
+                    return
+                s.progress, s.stall_warning = float(ev.progress), False
+            case StallEvent():
+                s.stall_warning = True
+            case ReadyEvent():
+                s.state, s.phase, s.progress = "ready", "ready", 1.0
+            case FailedEvent():
+                # After readiness the server died: the startup stays ready, the server does not.
+                s.state = "died" if ev.runtime else "failed"
+                s.root_cause = redact(ev.text or "") or None
+            case StalledEvent() | TimeoutEvent():
+                s.state = ev.kind
+            case _:
+                return
         self._write()
 
     def set_server(self, pid: int) -> None:

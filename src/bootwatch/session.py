@@ -18,7 +18,16 @@ from bootwatch.pipeline import Analyzer
 from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
 from bootwatch.sources.process import ServerProcess, describe_exit
-from bootwatch.tracker import Event
+from bootwatch.tracker import (
+    ActivityEvent,
+    Event,
+    FactEvent,
+    FailedEvent,
+    ReadyEvent,
+    StalledEvent,
+    StallEvent,
+    TimeoutEvent,
+)
 from bootwatch.tracker.summary import Summary
 from bootwatch.tracker.verdict import (
     InputEnd,
@@ -181,9 +190,7 @@ class Session:
                 last_state = label
                 self.health = label
                 self.wake.set()
-                self.sink.event(
-                    Event("fact", res.t, {"name": "health", "value": label, "url": self.probe.url}), time.time()
-                )
+                self.sink.event(FactEvent(t=res.t, name="health", value=label, url=self.probe.url), time.time())
             await asyncio.sleep(0.1 if res.state in ("down", "loading") else 1.0)
 
     def _probe_up(self) -> bool:
@@ -346,38 +353,32 @@ class Session:
         now = notice.t
         if notice.kind == "stall":
             self.sink.event(
-                Event(
-                    "stall",
-                    now,
-                    {
-                        "phase": notice.phase,
-                        "silent_s": notice.silent_s,
-                        "message": notice.message,
-                        "cpu_percent": notice.cpu_percent,
-                    },
+                StallEvent(
+                    t=now,
+                    phase=notice.phase,
+                    silent_s=notice.silent_s,
+                    message=notice.message,
+                    cpu_percent=notice.cpu_percent,
                 ),
                 now,
             )
         elif notice.kind == "activity" and notice.activity is not None:
             self.sink.event(
-                Event(
-                    "activity",
-                    now,
-                    {
-                        "phase": notice.phase,
-                        "silent_s": notice.silent_s,
-                        "message": notice.message,
-                        **notice.activity.to_json(),
-                    },
+                ActivityEvent(
+                    t=now,
+                    phase=notice.phase,
+                    silent_s=notice.silent_s,
+                    message=notice.message,
+                    details=notice.activity.to_json(),
                 ),
                 now,
             )
         elif notice.kind == "stalled":
-            self.sink.event(Event("stalled", now, {"phase": notice.phase, "message": notice.message}), now)
+            self.sink.event(StalledEvent(t=now, phase=notice.phase, message=notice.message), now)
         elif notice.kind == "timeout":
-            self.sink.event(Event("timeout", now, {"message": notice.message}), now)
+            self.sink.event(TimeoutEvent(t=now, message=notice.message), now)
         elif notice.kind == "ready_by_probe" and self.probe is not None:
-            self.sink.event(Event("ready", now, {"text": f"{self.probe.url} answered 200", "line_no": None}), now)
+            self.sink.event(ReadyEvent(t=now, line_no=None, text=f"{self.probe.url} answered 200"), now)
         elif notice.kind == "verify":
             await self._verify()
 
@@ -397,13 +398,11 @@ class Session:
         now = time.time()
         self.verify_result = VerifyResult(now, ok, took, err)
         self.sink.event(
-            Event("fact", now, {"name": "verify_latency_s", "value": round(took, 3), "ok": ok, "error": err or None}),
+            FactEvent(t=now, name="verify_latency_s", value=round(took, 3), ok=ok, error=err or None),
             now,
         )
         if not ok:
-            self.sink.event(
-                Event("failed", now, {"text": err, "category": "warmup", "line_no": None, "runtime": False}), now
-            )
+            self.sink.event(FailedEvent(t=now, line_no=None, text=err, category="warmup", runtime=False), now)
         self.machine.feed(self.verify_result)
 
     async def _drain(self, reader: asyncio.Task[None]) -> None:

@@ -15,7 +15,7 @@ from bootwatch.insight.activity import ActivitySampler
 from bootwatch.insight.eta import Book, book_from, phase_key, regression
 from bootwatch.insight.signals import Activity
 from bootwatch.insight.weights import find_weights, model_paths_from_argv
-from bootwatch.tracker import Event
+from bootwatch.tracker import EtaEvent, Event, LaunchEvent, PhaseEvent, WarningEvent
 
 if TYPE_CHECKING:
     from bootwatch.store import Similar
@@ -92,13 +92,13 @@ class Insight:
     def on_events(self, events: Sequence[Event], now: float) -> list[Event]:
         out: list[Event] = []
         for ev in events:
-            if ev.kind == "launch":
+            if isinstance(ev, LaunchEvent):
                 self._phase, self._start_said = None, False
             if not self._start_said and self._phase is None:
                 out += self._start_eta(now)
-            if ev.kind != "phase":
+            if not isinstance(ev, PhaseEvent):
                 continue
-            name, draft = str(ev.data.get("name")), bool(ev.data.get("draft"))
+            name, draft = ev.name, ev.draft
             t = ev.t if ev.t is not None else now
             book = self._refresh_book()
             if self._phase is not None:
@@ -108,13 +108,12 @@ class Insight:
                 if text is not None:
                     band = book.phases[phase_key(prev, prev_draft)] if book is not None else None
                     out.append(
-                        Event(
-                            "warning",
-                            t,
-                            {
-                                "kind": "slow_phase",
-                                "text": text,
-                                "line_no": None,
+                        WarningEvent(
+                            t=t,
+                            line_no=None,
+                            warning="slow_phase",
+                            text=text,
+                            details={
                                 "phase": prev,
                                 "took_s": round(took, 3),
                                 "median_s": round(band.p50_s, 3) if band else None,
@@ -144,17 +143,17 @@ class Insight:
         return [eta] if eta is not None else []
 
     @staticmethod
-    def _eta(name: str, draft: bool, book: Book, t: float) -> Event | None:
+    def _eta(name: str, draft: bool, book: Book, t: float) -> EtaEvent | None:
         key = phase_key(name, draft)
         band, rest = book.phases.get(key), book.to_ready_from.get(key)
         if band is None and rest is None:
             return None
-        data: dict[str, Any] = {"phase": name, "draft": draft, "basis": book.basis, "n": book.n}
+        eta = EtaEvent(t=t, phase=name, draft=draft, basis=book.basis, n=book.n)
         if band is not None:
-            data.update(p50_s=round(band.p50_s, 3), p90_s=round(band.p90_s, 3), n=band.n)
+            eta.p50_s, eta.p90_s, eta.n = round(band.p50_s, 3), round(band.p90_s, 3), band.n
         if rest is not None:
-            data.update(to_ready_p50_s=round(rest.p50_s, 3), to_ready_p90_s=round(rest.p90_s, 3))
-        return Event("eta", t, data)
+            eta.to_ready_p50_s, eta.to_ready_p90_s = round(rest.p50_s, 3), round(rest.p90_s, 3)
+        return eta
 
     # ---- ticks -------------------------------------------------------------------------------------
     def tick(self, now: float, phase: str) -> tuple[Activity | None, list[Event]]:
@@ -175,18 +174,15 @@ class Insight:
         ):
             self._bytes_eta_t = now
             out.append(
-                Event(
-                    "eta",
-                    now,
-                    {
-                        "phase": "load_weights",
-                        "basis": "bytes",
-                        "eta_s": round(a.eta_s, 1),
-                        "read_bps": round(a.read_bps),
-                        "weights_read_bytes": a.weights_read,
-                        "weights_total_bytes": a.weights_total,
-                        "progress": round((a.weights_read or 0) / a.weights_total, 3),
-                    },
+                EtaEvent(
+                    t=now,
+                    phase="load_weights",
+                    basis="bytes",
+                    eta_s=round(a.eta_s, 1),
+                    read_bps=round(a.read_bps),
+                    weights_read_bytes=a.weights_read,
+                    weights_total_bytes=a.weights_total,
+                    progress=round((a.weights_read or 0) / a.weights_total, 3),
                 )
             )
         return a, out

@@ -11,7 +11,7 @@ from bootwatch.lines import Line
 from bootwatch.serving.aggregate import Aggregate
 from bootwatch.serving.detectors import HANG_S, Context, Detector, Finding, all_detectors
 from bootwatch.serving.stats import ServingSample, from_groups
-from bootwatch.tracker.events import Event
+from bootwatch.tracker.events import Event, ServingEvent, WarningEvent
 
 INTERVAL_S = 1.0  # at most one `serving` event per interval of the samples' clock
 FRESH_S = 5.0  # readings of other ranks this recent count in the combined view
@@ -82,13 +82,13 @@ class ServingTracker:
             last = self._last_emit.get(s.source.value)
             if s.t is None or last is None or s.t - last >= self.interval_s or s.t < last:
                 self._last_emit[s.source.value] = s.t
-                out.append(Event("serving", s.t, self.snapshot(s)))
+                out.append(self.snapshot(s))
         return out
 
     # ---- views -------------------------------------------------------------------------------------
-    def snapshot(self, s: ServingSample) -> dict[str, Any]:
-        """The live line: the latest reading of each rank of the sample's source, combined (requests and
-        throughput add up over DP ranks; KV use and acceptance are averaged)."""
+    def snapshot(self, s: ServingSample) -> ServingEvent:
+        """The `serving` event, the live line: the latest reading of each rank of the sample's source,
+        combined (requests and throughput add up over DP ranks; KV use and acceptance are averaged)."""
         now = s.t
         same = [
             x
@@ -104,19 +104,28 @@ class ServingTracker:
             vals = [getattr(x, name) for x in same if getattr(x, name) is not None]
             return sum(vals) / len(vals) if vals else None
 
-        d: dict[str, Any] = {"source": s.source.value, "line_no": s.line_no, "reading": s.kind}
-        for name in ("running", "queued"):
+        def count(name: str) -> int | None:
             v = total(name)
-            d[name] = int(v) if v is not None else None
+            return int(v) if v is not None else None
+
+        def rounded(v: float | None, digits: int) -> float | None:
+            return round(v, digits) if v is not None else None
+
         tps = total("gen_tps") if s.kind not in ("timing", "success") else s.gen_tps
-        d["gen_tps"] = round(tps, 2) if tps is not None else None
-        for name in ("kv_usage", "accept_len", "accept_rate"):
-            v = mean(name)
-            d[name] = round(v, 3) if v is not None else None
-        d["preemptions"] = self.aggregate.preemptions
-        if len(same) > 1:
-            d["ranks"] = len(same)
-        return d
+        return ServingEvent(
+            t=s.t,
+            source=s.source.value,
+            line_no=s.line_no,
+            reading=s.kind,
+            running=count("running"),
+            queued=count("queued"),
+            gen_tps=rounded(tps, 2),
+            kv_usage=rounded(mean("kv_usage"), 3),
+            accept_len=rounded(mean("accept_len"), 3),
+            accept_rate=rounded(mean("accept_rate"), 3),
+            preemptions=self.aggregate.preemptions,
+            ranks=len(same) if len(same) > 1 else None,
+        )
 
     def summary(self) -> dict[str, Any] | None:
         block = self.aggregate.to_json()
@@ -137,9 +146,9 @@ class ServingTracker:
             self._ctx = Context(launch.engine, launch.facts, launch.fact_lines)
         return self._ctx
 
-    def _warn(self, launch: Any, f: Finding) -> Event:
+    def _warn(self, launch: Any, f: Finding) -> WarningEvent:
         w = f.to_warning()
         if f.kind not in launch.warned:
             launch.warned.add(f.kind)
             launch.warnings.append(w)
-        return Event("warning", f.t, dict(w))
+        return WarningEvent.of(f.t, w)

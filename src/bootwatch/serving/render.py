@@ -4,26 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from bootwatch.tracker.events import ServingEvent
+
 PLAIN_EVERY_S = 10.0  # a plain view repeats an unchanged reading this often at most
 
 
-def describe(d: dict[str, Any]) -> str:
+def describe(d: ServingEvent) -> str:
     parts = []
-    if d.get("gen_tps") is not None:
-        parts.append(f"{d['gen_tps']:.1f} tok/s")
-    if d.get("running") is not None:
-        parts.append(f"{d['running']} running")
-    if d.get("queued") is not None:
-        parts.append(f"{d['queued']} queued")
-    if d.get("kv_usage") is not None:
-        parts.append(f"KV {d['kv_usage']:.0%}")
-    if d.get("accept_len") is not None:
-        parts.append(f"accept len {d['accept_len']:.2f}")
-    elif d.get("accept_rate") is not None:
-        parts.append(f"accept rate {d['accept_rate']:.0%}")
-    if d.get("preemptions"):
-        parts.append(f"{d['preemptions']} preempted")
-    where = f"line {d['line_no']}" if d.get("line_no") is not None else str(d.get("source", ""))
+    if d.gen_tps is not None:
+        parts.append(f"{d.gen_tps:.1f} tok/s")
+    if d.running is not None:
+        parts.append(f"{d.running} running")
+    if d.queued is not None:
+        parts.append(f"{d.queued} queued")
+    if d.kv_usage is not None:
+        parts.append(f"KV {d.kv_usage:.0%}")
+    if d.accept_len is not None:
+        parts.append(f"accept len {d.accept_len:.2f}")
+    elif d.accept_rate is not None:
+        parts.append(f"accept rate {d.accept_rate:.0%}")
+    if d.preemptions:
+        parts.append(f"{d.preemptions} preempted")
+    where = f"line {d.line_no}" if d.line_no is not None else d.source
     return ", ".join(parts) + (f"  ({where})" if where else "")
 
 
@@ -34,8 +36,8 @@ class PlainThrottle:
     def __init__(self) -> None:
         self._last: tuple[float, tuple[Any, ...]] | None = None
 
-    def due(self, now: float, d: dict[str, Any]) -> bool:
-        key = (d.get("running"), d.get("queued"), d.get("preemptions"))
+    def due(self, now: float, d: ServingEvent) -> bool:
+        key = (d.running, d.queued, d.preemptions)
         if self._last is not None and self._last[1] == key and now - self._last[0] < PLAIN_EVERY_S:
             return False
         self._last = (now, key)

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -24,10 +24,25 @@ from rich.text import Text
 
 from bootwatch.durations import fmt_duration
 from bootwatch.serving.render import describe
-from bootwatch.sinks.events import field_of, kind_of, time_of
 from bootwatch.sinks.summary_text import render
 from bootwatch.text import shown
-from bootwatch.tracker import Event
+from bootwatch.tracker import (
+    ActivityEvent,
+    EtaEvent,
+    Event,
+    FactEvent,
+    FailedEvent,
+    LaunchEvent,
+    LineEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ReadyEvent,
+    ServingEvent,
+    StalledEvent,
+    StallEvent,
+    TimeoutEvent,
+    WarningEvent,
+)
 
 REFRESH_PER_S = 4
 KEEP_NOTES = 3
@@ -74,105 +89,83 @@ class ServerView:
         return self.phases[-1] if self.phases else None
 
     def apply(self, ev: Event, now: float) -> str | None:
-        """Take one event in; a note to show, if it carries one."""
-        handler = self._ON.get(kind_of(ev))
-        return handler(self, ev, now) if handler is not None else None
+        """Take one event in; a note to show, if it carries one. A kind not here changes nothing."""
+        match ev:
+            case LineEvent():
+                if ev.text:
+                    self.last_line = shown(ev.text)
+            case PhaseEvent():
+                self._on_phase(ev, now)
+            case ProgressEvent():
+                self._on_progress(ev, now)
+            case FactEvent():
+                self._on_fact(ev)
+            case ServingEvent():
+                self.serving = shown(describe(ev))
+            case WarningEvent():
+                self.warnings = (self.warnings + [shown(f"warning {ev.warning}: {ev.text}")])[-KEEP_NOTES:]
+                if ev.text:
+                    self.last_line = shown(ev.text)
+            case ReadyEvent():
+                self.ready = shown(f"line {ev.line_no}: {ev.text}" if ev.line_no else ev.text or "")
+                self.ready_at = now
+            case FailedEvent():
+                where = f"line {ev.line_no}, " if ev.line_no else ""
+                self.failed = shown(f"({where}{ev.category}): {ev.text}")
+                self.failed_runtime = ev.runtime
+            case EtaEvent():
+                self._on_eta(ev, now)
+            case StallEvent() | ActivityEvent():
+                return shown(ev.message)
+            case LaunchEvent():
+                return f"a new launch starts at line {ev.line_no}"
+            case StalledEvent() | TimeoutEvent():
+                self.end = (ev.kind, shown(ev.message))
+        return None
 
-    # ---- one handler per event kind; a kind not here changes nothing ----------------------------------
-    def _on_line(self, ev: Event, now: float) -> None:
-        if field_of(ev, "text"):
-            self.last_line = shown(field_of(ev, "text"))
-
-    def _on_phase(self, ev: Event, now: float) -> None:
-        text = field_of(ev, "text")
-        self._begin(str(field_of(ev, "name")), bool(field_of(ev, "draft")), time_of(ev), now)
-        if text:
-            self.last_line = shown(text)
-        if field_of(ev, "name") == "ready" and self.ready is None:  # a catch-up snapshot has the phase, not the event
-            line_no = field_of(ev, "line_no")
-            self.ready = shown(f"line {line_no}: {text}" if text else f"line {line_no}")
+    # ---- the kinds that need more than a few lines ---------------------------------------------------
+    def _on_phase(self, ev: PhaseEvent, now: float) -> None:
+        self._begin(ev.name, ev.draft, ev.t, now)
+        if ev.text:
+            self.last_line = shown(ev.text)
+        if ev.name == "ready" and self.ready is None:  # a catch-up snapshot has the phase, not the event
+            self.ready = shown(f"line {ev.line_no}: {ev.text}" if ev.text else f"line {ev.line_no}")
             self.ready_at = now
 
-    def _on_progress(self, ev: Event, now: float) -> None:
+    def _on_progress(self, ev: ProgressEvent, now: float) -> None:
         cur = self.current
-        if cur is None or cur.name != field_of(ev, "phase"):
-            self._begin(str(field_of(ev, "phase")), False, time_of(ev), now)
+        if cur is None or cur.name != ev.phase:
+            self._begin(ev.phase, False, ev.t, now)
             cur = self.current
         assert cur is not None
-        if field_of(ev, "progress") is not None:
-            cur.progress = float(field_of(ev, "progress"))
+        if ev.progress is not None:
+            cur.progress = float(ev.progress)
             cur.done = cur.done or cur.progress >= 1.0
-        if field_of(ev, "n") is not None:
-            cur.n, cur.total = int(field_of(ev, "n")), field_of(ev, "total")
+        if ev.n is not None:
+            cur.n, cur.total = int(ev.n), ev.total
             if cur.rate_from is None:  # the ETA's rate counts from the first step seen
                 cur.rate_from = (now, cur.n)
 
-    def _on_fact(self, ev: Event, now: float) -> None:
-        name = field_of(ev, "name")
-        if name == "health":
-            self.health = shown(field_of(ev, "value"))
-        elif name == "verify_latency_s":
+    def _on_fact(self, ev: FactEvent) -> None:
+        if ev.name == "health":
+            self.health = shown(ev.value)
+        elif ev.name == "verify_latency_s":
             self.verify = (
-                bool(field_of(ev, "ok", True)),
-                float(field_of(ev, "value") or 0.0),
-                shown(field_of(ev, "error") or ""),
+                ev.ok is not False,
+                float(ev.value or 0.0),
+                shown(ev.error or ""),
             )
 
-    def _on_serving(self, ev: Event, now: float) -> None:
-        self.serving = shown(describe(ev.data))
-
-    def _on_warning(self, ev: Event, now: float) -> None:
-        text = field_of(ev, "text")
-        self.warnings = (self.warnings + [shown(f"warning {field_of(ev, 'kind')}: {text}")])[-KEEP_NOTES:]
-        if text:
-            self.last_line = shown(text)
-
-    def _on_ready(self, ev: Event, now: float) -> None:
-        line_no, text = field_of(ev, "line_no"), field_of(ev, "text")
-        self.ready = shown(f"line {line_no}: {text}" if line_no else text or "")
-        self.ready_at = now
-
-    def _on_failed(self, ev: Event, now: float) -> None:
-        where = f"line {field_of(ev, 'line_no')}, " if field_of(ev, "line_no") else ""
-        self.failed = shown(f"({where}{field_of(ev, 'category', 'unknown')}): {field_of(ev, 'text')}")
-        self.failed_runtime = bool(field_of(ev, "runtime"))
-
-    def _on_eta(self, ev: Event, now: float) -> None:
+    def _on_eta(self, ev: EtaEvent, now: float) -> None:
         cur = self.current
-        if cur is None or cur.name != field_of(ev, "phase") or cur.draft != bool(field_of(ev, "draft")):
+        if cur is None or cur.name != ev.phase or cur.draft != bool(ev.draft):
             return  # an estimate for a phase already left
-        if field_of(ev, "basis") == "bytes":
-            cur.bytes_eta = (now, float(field_of(ev, "eta_s") or 0.0))
-            if cur.total is None and field_of(ev, "progress") is not None:
-                cur.progress = float(field_of(ev, "progress"))
-        elif field_of(ev, "p50_s") is not None:
-            cur.history = (float(field_of(ev, "p50_s")), float(field_of(ev, "p90_s")), int(field_of(ev, "n") or 0))
-
-    def _on_message(self, ev: Event, now: float) -> str:
-        return shown(field_of(ev, "message", ""))
-
-    def _on_launch(self, ev: Event, now: float) -> str:
-        return f"a new launch starts at line {field_of(ev, 'line_no')}"
-
-    def _on_end(self, ev: Event, now: float) -> None:
-        self.end = (kind_of(ev), shown(field_of(ev, "message", "")))
-
-    _ON: ClassVar[dict[str, Callable[[ServerView, Event, float], str | None]]] = {
-        "line": _on_line,
-        "phase": _on_phase,
-        "progress": _on_progress,
-        "fact": _on_fact,
-        "serving": _on_serving,
-        "warning": _on_warning,
-        "ready": _on_ready,
-        "failed": _on_failed,
-        "eta": _on_eta,
-        "stall": _on_message,
-        "activity": _on_message,
-        "launch": _on_launch,
-        "stalled": _on_end,
-        "timeout": _on_end,
-    }
+        if ev.basis == "bytes":
+            cur.bytes_eta = (now, float(ev.eta_s or 0.0))
+            if cur.total is None and ev.progress is not None:
+                cur.progress = float(ev.progress)
+        elif ev.p50_s is not None:
+            cur.history = (float(ev.p50_s), float(ev.p90_s or 0.0), int(ev.n or 0))
 
     def _begin(self, name: str, draft: bool, t: float | None, now: float) -> None:
         cur = self.current
@@ -316,10 +309,9 @@ class LiveSink:
         return len(self.names) > 1
 
     def _view(self, ev: Event) -> ServerView | None:
-        node = field_of(ev, "node")
-        if node is None:
+        if ev.node is None:
             return None if self.several else self.views[self.names[0]]
-        return self.views.setdefault(str(node), ServerView())
+        return self.views.setdefault(ev.node, ServerView())
 
     def note(self, now: float, text: str) -> None:
         with self.lock:
@@ -328,19 +320,19 @@ class LiveSink:
     def event(self, ev: Event, now: float) -> None:
         with self.lock:
             view = self._view(ev)
-            if view is not None and kind_of(ev) == "launch":  # the same log holds a new launch: start over
-                view = self.views[str(field_of(ev, "node") or self.names[0])] = ServerView()
+            if view is not None and isinstance(ev, LaunchEvent):  # the same log holds a new launch: start over
+                view = self.views[ev.node or self.names[0]] = ServerView()
             if view is None:  # the cluster's own verdicts
-                if kind_of(ev) in ("stalled", "timeout"):
-                    self.end = (kind_of(ev), shown(field_of(ev, "message", "")))
-                elif kind_of(ev) == "stall":
-                    self.notes = (self.notes + [shown(field_of(ev, "message", ""))])[-KEEP_NOTES:]
+                if isinstance(ev, StalledEvent | TimeoutEvent):
+                    self.end = (ev.kind, shown(ev.message))
+                elif isinstance(ev, StallEvent):
+                    self.notes = (self.notes + [shown(ev.message)])[-KEEP_NOTES:]
                 return
             note = view.apply(ev, now)
             if note:
-                prefix = f"[{field_of(ev, 'node')}] " if self.several else ""
+                prefix = f"[{ev.node}] " if self.several else ""
                 self.notes = (self.notes + [shown(prefix) + note])[-KEEP_NOTES:]
-            decided = kind_of(ev) in ("ready", "failed", "stalled", "timeout")
+            decided = isinstance(ev, ReadyEvent | FailedEvent | StalledEvent | TimeoutEvent)
         if decided:
             self.live.refresh()  # a verdict shows at once, not at the next tick
 

@@ -24,16 +24,25 @@ from __future__ import annotations
 import errno
 import math
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, start_http_server
 
 from bootwatch.errors import UsageError
+from bootwatch.tracker.events import (
+    ActivityEvent,
+    EtaEvent,
+    Event,
+    FactEvent,
+    FailedEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ReadyEvent,
+    StalledEvent,
+    StallEvent,
+    TimeoutEvent,
+)
 from bootwatch.tracker.phases import ORDER
-
-if TYPE_CHECKING:
-    from bootwatch.tracker import Event
 
 PHASES = (*ORDER, "other")  # the canonical phases, and whatever an engine of the user's names otherwise
 STATES = ("starting", "ready", "failed", "stalled", "timeout", "incomplete", "died", "stopped")
@@ -110,15 +119,35 @@ class MetricsSink:
         pass
 
     def event(self, ev: Event, now: float) -> None:
-        eta = ev.data.get("eta_s")
+        eta = ev.eta_s if isinstance(ev, EtaEvent | ActivityEvent) else None
         if isinstance(eta, int | float) and not isinstance(eta, bool):
             self.eta.set(float(eta))
-        handler = self._HANDLERS.get(ev.kind)
-        if handler is not None:
-            handler(self, ev.data, now)
+        match ev:
+            case PhaseEvent():
+                self._on_phase(ev)
+            case ProgressEvent():
+                if ev.progress is not None:
+                    self.progress.set(float(ev.progress))
+            case StallEvent():
+                self.stalls.inc()
+            case ReadyEvent():
+                self.state.state("ready")
+                self.phase.state("ready")
+                self.to_ready.set(now - self.started)
+                self.eta.set(0.0)
+                self.ended = now
+            case FailedEvent():
+                self.state.state("died" if ev.runtime else "failed")
+                if self.ended is None:
+                    self.ended = now
+            case StalledEvent() | TimeoutEvent():
+                self.state.state(ev.kind)
+                self.ended = now
+            case FactEvent():
+                self._on_fact(ev)
 
-    def _on_phase(self, d: dict[str, Any], now: float) -> None:
-        name = str(d.get("name") or "")
+    def _on_phase(self, ev: PhaseEvent) -> None:
+        name = ev.name
         self.phase.state(name if name in PHASES else "other")
         self.progress.set(1.0 if name == "ready" else math.nan)
         self.transitions.inc()
@@ -126,54 +155,16 @@ class MetricsSink:
         if launch is not None and getattr(launch, "engine", "unknown") != "unknown":
             self._set_info(engine=launch.engine)
 
-    def _on_progress(self, d: dict[str, Any], now: float) -> None:
-        if d.get("progress") is not None:
-            self.progress.set(float(d["progress"]))
-
-    def _on_stall(self, d: dict[str, Any], now: float) -> None:
-        self.stalls.inc()
-
-    def _on_ready(self, d: dict[str, Any], now: float) -> None:
-        self.state.state("ready")
-        self.phase.state("ready")
-        self.to_ready.set(now - self.started)
-        self.eta.set(0.0)
-        self.ended = now
-
-    def _on_failed(self, d: dict[str, Any], now: float) -> None:
-        self.state.state("died" if d.get("runtime") else "failed")
-        if self.ended is None:
-            self.ended = now
-
-    def _on_stalled(self, d: dict[str, Any], now: float) -> None:
-        self.state.state("stalled")
-        self.ended = now
-
-    def _on_timeout(self, d: dict[str, Any], now: float) -> None:
-        self.state.state("timeout")
-        self.ended = now
-
-    def _on_fact(self, d: dict[str, Any], now: float) -> None:
-        name = str(d.get("name") or "")
+    def _on_fact(self, ev: FactEvent) -> None:
+        name = ev.name
         if name == "health":
-            self.health.set(1.0 if d.get("value") == "200" else 0.0)
+            self.health.set(1.0 if ev.value == "200" else 0.0)
         elif name == "engine":
-            self._set_info(engine=d.get("value"))
+            self._set_info(engine=ev.value)
         elif name in ("engine_version", "model"):
-            self._set_info(**{name: d.get("value")})
+            self._set_info(**{name: ev.value})
         elif name:
-            self._fact(name, d.get("value"))
-
-    _HANDLERS: ClassVar[dict[str, Callable[[MetricsSink, dict[str, Any], float], None]]] = {
-        "phase": _on_phase,
-        "progress": _on_progress,
-        "stall": _on_stall,
-        "ready": _on_ready,
-        "failed": _on_failed,
-        "stalled": _on_stalled,
-        "timeout": _on_timeout,
-        "fact": _on_fact,
-    }
+            self._fact(name, ev.value)
 
     def close(self, summary: dict[str, Any], now: float) -> None:
         verdict = str(summary.get("verdict") or "incomplete")

@@ -1,6 +1,47 @@
 """The tracker: one state machine per launch; lines in, typed events out; no I/O."""
 
-from bootwatch.tracker.events import Event
+from bootwatch.tracker.events import (
+    EVENT_CLASSES,
+    KINDS,
+    ActivityEvent,
+    EtaEvent,
+    Event,
+    FactEvent,
+    FailedEvent,
+    LaunchEvent,
+    LineEvent,
+    NodeStallEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ProgressSoFarEvent,
+    ReadyEvent,
+    ServingEvent,
+    StalledEvent,
+    StallEvent,
+    TimeoutEvent,
+    WarningEvent,
+)
 from bootwatch.tracker.tracker import Tracker
 
-__all__ = ["Event", "Tracker"]
+__all__ = [
+    "EVENT_CLASSES",
+    "KINDS",
+    "ActivityEvent",
+    "EtaEvent",
+    "Event",
+    "FactEvent",
+    "FailedEvent",
+    "LaunchEvent",
+    "LineEvent",
+    "NodeStallEvent",
+    "PhaseEvent",
+    "ProgressEvent",
+    "ProgressSoFarEvent",
+    "ReadyEvent",
+    "ServingEvent",
+    "StallEvent",
+    "StalledEvent",
+    "TimeoutEvent",
+    "Tracker",
+    "WarningEvent",
+]

@@ -22,7 +22,17 @@ from bootwatch.tracker.candidates import (
     is_termination,
     same_failure_procs,
 )
-from bootwatch.tracker.events import Event
+from bootwatch.tracker.events import (
+    Event,
+    FactEvent,
+    FailedEvent,
+    LaunchEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ProgressSoFarEvent,
+    ReadyEvent,
+    WarningEvent,
+)
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.phases import RANK, Phase
 from bootwatch.tracker.summary import Summary
@@ -196,7 +206,7 @@ class Tracker:
         launch.phases.append(Phase("start", line.no, line.t))
         self.launch = launch
         if self.launches > 1:
-            ev.append(Event("launch", line.t, {"line_no": line.no, "launch": self.launches}))
+            ev.append(LaunchEvent(t=line.t, line_no=line.no, launch=self.launches))
         return launch
 
     def _detect(self, launch: Launch, line: Line, hits: list[Rule]) -> None:
@@ -289,7 +299,7 @@ class Tracker:
                 if launch.facts.get(name) != val:
                     launch.facts[name] = val
                     launch.fact_lines[name] = line.no
-                    ev.append(Event("fact", line.t, {"name": name, "value": val, "line_no": line.no}))
+                    ev.append(FactEvent(t=line.t, name=name, value=val, line_no=line.no))
         if hit:
             for w in derived.check(launch):
                 self._warn(launch, w["kind"], w["line_no"], w["text"], line.t, ev)
@@ -301,7 +311,7 @@ class Tracker:
         launch.warned.add(kind)
         w = {"line_no": no, "kind": kind, "text": text}
         launch.warnings.append(w)
-        ev.append(Event("warning", t, dict(w)))
+        ev.append(WarningEvent.of(t, w))
 
     def _warnings(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None, ev: list[Event]) -> bool:
         for r in rules:  # rules come from the RE2 set's hits: they matched this message already
@@ -314,7 +324,7 @@ class Tracker:
         launch.close_phase(line.no, t)
         launch.phases.append(Phase(name, line.no, t, draft=draft))
         self._cancel_candidates(launch, line.proc)
-        ev.append(Event("phase", t, {"name": name, "line_no": line.no, "draft": draft, "text": line.text}))
+        ev.append(PhaseEvent(t=t, name=name, line_no=line.no, draft=draft, text=line.text))
 
     def _phases(self, launch: Launch, rules: Iterable[Rule], line: Line, t: float | None, ev: list[Event]) -> bool:
         for r in rules:  # from the set's hits: they matched already
@@ -328,7 +338,7 @@ class Tracker:
                     cur, same = launch.current, True
                 if same and cur is not None:
                     cur.done = True
-                    ev.append(Event("progress", t, {"phase": cur.name, "progress": 1.0, "line_no": line.no}))
+                    ev.append(ProgressEvent(t=t, phase=cur.name, progress=1.0, line_no=line.no))
                 self._cancel_candidates(launch, line.proc)
                 return True
             key = (line.proc, r.source)
@@ -370,13 +380,7 @@ class Tracker:
                 return True
             if (n, total) != (cur.n, cur.total):
                 cur.n, cur.total = n, total
-                ev.append(
-                    Event(
-                        "progress",
-                        t,
-                        {"phase": cur.name, "n": n, "total": total, "progress": cur.progress, "line_no": line.no},
-                    )
-                )
+                ev.append(ProgressEvent(t=t, phase=cur.name, n=n, total=total, progress=cur.progress, line_no=line.no))
             self._cancel_candidates(launch, line.proc)
             return True
         return False
@@ -390,11 +394,12 @@ class Tracker:
                 return True  # a ready line after the server started dying is not readiness
             launch.close_phase(line.no, t)
             launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
-            launch.ready = {"line_no": line.no, "text": line.text.strip()}
+            ready_text = line.text.strip()
+            launch.ready = {"line_no": line.no, "text": ready_text}
             launch.ready_engine = launch.engine
             self._cancel_candidates(launch, None, everything=True)
-            ev.append(Event("phase", t, {"name": "ready", "line_no": line.no, "draft": False, "text": line.text}))
-            ev.append(Event("ready", t, dict(launch.ready)))
+            ev.append(PhaseEvent(t=t, name="ready", line_no=line.no, draft=False, text=line.text))
+            ev.append(ReadyEvent(t=t, line_no=line.no, text=ready_text))
             return True
         return False
 
@@ -546,7 +551,7 @@ class Tracker:
         else:
             launch.failure = f
             launch.close_phase(launch.last_no, launch.last_t)
-        ev.append(Event("failed", launch.last_t, {**f, "runtime": runtime}))
+        ev.append(FailedEvent(t=launch.last_t, **f, runtime=runtime))
 
     def settle(self, now: float, server_alive: bool | None = None) -> list[Event]:
         """Live: a death seen in the log becomes a verdict once the log has been quiet for a moment, so that
@@ -654,29 +659,22 @@ class Tracker:
         ev: list[Event] = []
         for p in launch.phases:
             if p.name != "start":
-                ev.append(
-                    Event("phase", p.start_t, {"name": p.name, "line_no": p.start_line, "draft": p.draft, "text": ""})
-                )
+                ev.append(PhaseEvent(t=p.start_t, name=p.name, line_no=p.start_line, draft=p.draft, text=""))
         cur = launch.current
         if cur is not None and cur.progress is not None:
             ev.append(
-                Event(
-                    "progress",
-                    launch.last_t,
-                    {
-                        "phase": cur.name,
-                        "n": cur.n,
-                        "total": cur.total,
-                        "progress": cur.progress,
-                        "line_no": launch.last_no,
-                    },
+                ProgressSoFarEvent(
+                    t=launch.last_t,
+                    phase=cur.name,
+                    n=cur.n,
+                    total=cur.total,
+                    progress=cur.progress,
+                    line_no=launch.last_no,
                 )
             )
         for name, value in launch.facts.items():
-            ev.append(
-                Event("fact", launch.last_t, {"name": name, "value": value, "line_no": launch.fact_lines.get(name)})
-            )
-        ev += [Event("warning", launch.last_t, dict(w)) for w in launch.warnings]
+            ev.append(FactEvent(t=launch.last_t, name=name, value=value, line_no=launch.fact_lines.get(name)))
+        ev += [WarningEvent.of(launch.last_t, w) for w in launch.warnings]
         return ev
 
     def says(self, t: float) -> LogSays:
