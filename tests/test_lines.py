@@ -236,3 +236,13 @@ def test_llama_cpp_json_is_left_to_its_rules() -> None:
     # llamacpp 2023 server JSON ("message" and the C++ function): llama.cpp's rules read the record whole
     raw = '{"timestamp":1688607679,"level":"INFO","function":"main","line":1085,"message":"build info","build":796}'
     assert one(raw).text == raw
+
+
+def test_deeply_nested_json_line_is_text() -> None:
+    raw = '{"a":' * 5000 + "1" + "}" * 5000
+    assert one(raw).text == raw
+
+
+def test_json_record_message_loses_its_colour_codes() -> None:
+    line = one('{"level": "ERROR", "message": "\\u001b[31mRuntimeError: boom\\u001b[0m"}')
+    assert line.text == "RuntimeError: boom" and line.level == "ERROR"

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from bootwatch.lines.ansi import strip_ansi
+
 _LEVEL_KEYS = ("level", "levelname", "severity")
 _TIME_KEYS = ("time", "timestamp", "asctime")
 # vLLM's yearless "02-20 21:47:39.338" inside NIM's records
@@ -37,7 +39,7 @@ def read_record(text: str, year: int) -> Record | None:
         return None
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # bytes from a log: a record nested too deep is not one
         return None
     if not isinstance(obj, dict) or "function" in obj:
         return None
@@ -47,7 +49,8 @@ def read_record(text: str, year: int) -> Record | None:
         message = fields.get("message")
     if not isinstance(message, str):
         return None
-    first, _, rest = message.partition("\n")
+    # JSON escapes can carry what a text log would hold raw: colour codes go, as they do from text lines
+    first, _, rest = strip_ansi(message).partition("\n")
     more = _traceback(obj.get("exc_info")) or _traceback(rest)
     return Record(first, _time(obj, year), _level(obj), more)
 
