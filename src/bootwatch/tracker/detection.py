@@ -1,0 +1,152 @@
+"""Which engine a launch is, by weight of evidence, and so which of a line's rule hits count.
+
+Every line may carry evidence: a banner, an argument dump, a prefix only one engine prints, a module path
+in a traceback. The engine with the most evidence so far wins, and may still change until the launch is
+ready: then the lines read under the engine it seemed to be are judged again by the real one's rules
+(which is why lines some engine calls evidence are kept). A launch that began at its engine's own banner
+keeps that engine: other engines' lines are its children's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bootwatch.engines.rules import Rule, RuleBook
+from bootwatch.lines import Line
+from bootwatch.tracker.context import LineContext
+from bootwatch.tracker.evidence import judge
+from bootwatch.tracker.launch import Launch
+
+if TYPE_CHECKING:
+    from bootwatch.tracker.tracker import Tracker
+
+DETECT_REPEAT = 3  # times one detect rule counts in a launch
+FMT_MAX = 2  # evidence a prefix family can give at most
+FMT_MAX_OF = {"slog": 6}  # a Go server's slog records with their source files are Ollama's through and through
+REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
+EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
+
+
+def prefix_engines(book: RuleBook) -> dict[str, str]:
+    """Prefix families only one engine prints (its rule file's `formats`): evidence of that engine."""
+    return {f: name for name, er in book.engines.items() for f in er.formats}
+
+
+def detect_positions(book: RuleBook) -> dict[int, list[int]]:
+    """Where each detect rule is in the book's list of (engine, rule) pairs: a line's hits find theirs at
+    once instead of going through all of them."""
+    at: dict[int, list[int]] = {}
+    for i, (_, rule) in enumerate(book.detect):
+        at.setdefault(id(rule), []).append(i)
+    return at
+
+
+# ---- steps -----------------------------------------------------------------------------------------
+def detect(tracker: Tracker, ctx: LineContext) -> None:
+    """Weigh the evidence of every line (banners, argument dumps, prefixes, module paths in tracebacks):
+    the engine with the most evidence so far wins, and may still change until the launch is ready."""
+    launch = ctx.launch
+    if launch.forced_engine:
+        return
+    if (ctx.line.fmt or "") in tracker.fmt_engine:
+        _weigh_prefix(tracker, launch, ctx.line)
+    if ctx.hits:
+        _weigh_detect_rules(tracker, launch, ctx.hits)
+    if launch.engine_by_banner:
+        return  # the launch began with this engine's own banner: other engines' lines are its children's
+    scores = launch.scores
+    best, weight = launch.engine, scores.get(launch.engine, 0)
+    if not scores or max(scores.values()) <= weight:
+        return  # no engine has more evidence than this one (the common case: no need to look at each)
+    for engine in tracker.book.engines:
+        if scores.get(engine, 0) > weight:
+            best, weight = engine, scores[engine]
+    if best == launch.engine:
+        return
+    if launch.ready is not None:
+        if launch.ready_engine != "unknown" or weight < REVOKE_WEIGHT:
+            return
+        _revoke_ready(launch)
+    launch.engine, launch.rules = best, tracker.book.for_engine(best)
+    _rejudge(tracker, launch, ctx.line)
+
+
+def select(tracker: Tracker, ctx: LineContext) -> None:
+    """The line's hits that belong to the launch's engine (now that this line's evidence is weighed)."""
+    if ctx.hits:
+        ctx.sel = sel = rules_of(tracker.book, ctx.launch, ctx.hits)
+        ctx.benign = bool(sel.get("benign"))
+    ctx.starting = ctx.launch.ready is None
+
+
+def keep_for_rejudging(tracker: Tracker, ctx: LineContext) -> None:
+    """Lines some engine's rules call evidence, kept to judge again if the engine turns out another one."""
+    if ctx.hits and any(r.kind in EVIDENCE_KINDS for r in ctx.hits):
+        ctx.launch.evidence_lines.append((ctx.line, ctx.hits))
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+def rules_of(book: RuleBook, launch: Launch, hits: list[Rule]) -> dict[str, list[Rule]]:
+    """The matched rules that belong to this launch's engine, by kind, in the order of its files."""
+    pos = book.positions.get(launch.engine) or book.positions["unknown"]
+    if len(hits) == 1:  # most lines: nothing to sort
+        r = hits[0]
+        return {r.kind: [r]} if pos.get(id(r)) is not None else {}
+    kinds: dict[str, list[tuple[int, Rule]]] = {}
+    for r in hits:
+        p = pos.get(id(r))
+        if p is not None:
+            kinds.setdefault(r.kind, []).append((p, r))
+    return {k: [r for _, r in sorted(v, key=lambda x: x[0])] for k, v in kinds.items()}
+
+
+def _weigh_prefix(tracker: Tracker, launch: Launch, line: Line) -> None:
+    """A prefix only one engine prints counts, but a flood of prefixed lines never outweighs banners."""
+    fmt = line.fmt or ""
+    engine = tracker.fmt_engine.get(fmt)
+    if engine is None:
+        return
+    key = "format " + fmt
+    seen = launch.detect_hits.get(key, 0)
+    if seen < FMT_MAX_OF.get(fmt, FMT_MAX):
+        launch.detect_hits[key] = seen + 1
+        launch.scores[engine] = launch.scores.get(engine, 0) + 1
+
+
+def _weigh_detect_rules(tracker: Tracker, launch: Launch, hits: list[Rule]) -> None:
+    at = tracker.detect_at
+    found = {i for r in hits if r.kind == "detect" for i in at.get(id(r), ())}
+    detect = tracker.book.detect
+    for i in sorted(found):  # in the book's order, as if each of its detect rules were looked at
+        engine, rule = detect[i]
+        # One kind of line counts a few times at most: a long dump of one library's lines (ggml's
+        # print_info) must not outweigh a few lines only one program prints.
+        seen = launch.detect_hits.get(rule.source, 0)
+        if seen < DETECT_REPEAT:
+            launch.detect_hits[rule.source] = seen + 1
+            launch.scores[engine] = launch.scores.get(engine, 0) + rule.weight
+
+
+def _revoke_ready(launch: Launch) -> None:
+    """Readiness came from a generic uvicorn line, but this is a known engine whose readiness means more
+    (SGLang warms up after uvicorn starts): that line was not readiness."""
+    launch.ready = None
+    launch.ready_engine = None
+    if launch.phases and launch.phases[-1].name == "ready":
+        launch.phases.pop()
+        if launch.phases:
+            launch.phases[-1].end_line = launch.phases[-1].end_t = None
+
+
+def _rejudge(tracker: Tracker, launch: Launch, current: Line) -> None:
+    """Lines read under the engine it seemed to be: what the real engine's rules call evidence counts.
+    Nothing is decided here: a verdict comes from the usual places."""
+    if launch.ready is not None:
+        return
+    known = {c.line_no for c in launch.candidates}
+    for line, hits in launch.evidence_lines:
+        if line is current or line.no in known:
+            continue
+        sel = rules_of(tracker.book, launch, hits)
+        if not sel.get("benign"):
+            judge(tracker, launch, sel, line, line.t)

@@ -1,0 +1,156 @@
+"""Evidence of failure, as the lines give it: tracebacks, fatal rules' lines, exception lines, errors.
+
+Each piece becomes a `Candidate` on the launch; nothing here decides. The root cause is chosen from the
+candidates only when the launch ends or settles (`settling.py`, `candidates.choose`), because a later line
+often explains an earlier one. What is decided here is what the pieces mean: a death line marks the launch
+dying, progress after a traceback cancels it (the process survived), and a wrapper only reports another
+process's death.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bootwatch.engines.rules import Rule
+from bootwatch.lines import Line
+from bootwatch.tracker.candidates import Candidate, from_traceback
+from bootwatch.tracker.context import LineContext
+from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.tracebacks import EXC_LINE, is_header
+
+if TYPE_CHECKING:
+    from bootwatch.tracker.tracker import Tracker
+
+ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
+
+
+# ---- steps -----------------------------------------------------------------------------------------
+def tracebacks(tracker: Tracker, ctx: LineContext) -> None:
+    """Python tracebacks, assembled per process: a traceback's first exception line is a candidate, and the
+    lines a traceback takes (frames, its exception, its chain) are consumed: no other step sees them."""
+    line = ctx.line
+    tb = tracker.tb
+    if is_header(line.text):
+        tb.start(line)
+    elif tb.busy:
+        consumed, done = tb.feed(line)
+        if done is not None:
+            add_candidate(tracker, ctx.launch, from_traceback(done))
+        ctx.consumed = consumed
+
+
+def evidence(tracker: Tracker, ctx: LineContext) -> None:
+    """A line no rule calls benign may be evidence of failure."""
+    if not ctx.benign:
+        ctx.matched |= judge(tracker, ctx.launch, ctx.sel, ctx.line, ctx.t)
+
+
+# ---- what a line is --------------------------------------------------------------------------------
+def judge(tracker: Tracker, launch: Launch, sel: dict[str, list[Rule]], line: Line, t: float | None) -> bool:
+    """Failure evidence on this line: a fatal rule's, else (before readiness) a suspect or detail rule's,
+    else what the line is by its shape or level (an exception line, a FATAL or ERROR record)."""
+    for r in sel.get("fatal", ()):
+        if not r.levels or line.level in r.levels:
+            _fatal(tracker, launch, r, line, t)
+            return True
+    if launch.ready is not None:
+        return False
+    for kind in ("suspect", "detail"):
+        for r in sel.get(kind, ()):  # from the set's hits: matched already
+            launch.candidates.append(candidate(launch, line, kind, r.category))
+            return True
+    return _by_shape(tracker, launch, line, t)
+
+
+def candidate(launch: Launch, line: Line, kind: str, category: str | None = None, wrapper: bool = False) -> Candidate:
+    c = Candidate(
+        line.no,
+        line.text.strip(),
+        line.proc,
+        kind,
+        line.no,
+        category,
+        list(launch.recent) + [line.raw],
+        wrapper=wrapper,
+    )
+    c.level = line.level
+    return c
+
+
+def _fatal(tracker: Tracker, launch: Launch, r: Rule, line: Line, t: float | None) -> None:
+    if r.role in ("cause", "cause_before"):
+        # cause_before: the line says the server gives up; an earlier line says why. If none does, this
+        # line is still the best there is (a death candidate, chosen last).
+        kind = "fatal" if r.role == "cause" else "death"
+        add_candidate(tracker, launch, candidate(launch, line, kind, r.category))
+    elif r.role == "death":
+        add_candidate(tracker, launch, candidate(launch, line, "death", r.category, wrapper=True))
+    mark_dying(tracker, launch, line, t)
+
+
+def _by_shape(tracker: Tracker, launch: Launch, line: Line, t: float | None) -> bool:
+    text = line.text.strip()
+    if EXC_LINE.match(text) and ":" in text and not text[:1].isspace() and _looks_exception(text):
+        add_candidate(tracker, launch, candidate(launch, line, "loose"))
+        return True
+    if line.level == "FATAL" and text:
+        # Logged at FATAL level (TurboMind's [TM][FATAL], glog's F-lines): the program aborts after it.
+        add_candidate(tracker, launch, candidate(launch, line, "fatal"))
+        mark_dying(tracker, launch, line, t)
+        return True
+    if line.level in ERROR_LEVELS and text and not any(r.regex.search(text) for r in launch.rules["benign"]):
+        # An error the server logged that no rule knows: not evidence of death by itself, but the best
+        # explanation of one that follows closely.
+        launch.error_lines.append(candidate(launch, line, "errlevel"))
+    return False
+
+
+def _looks_exception(text: str) -> bool:
+    head = text.split(":", 1)[0]
+    return head.endswith(("Error", "Exception", "Interrupt", "Exit", "Fault")) or head in (
+        "KeyboardInterrupt",
+        "SystemExit",
+    )
+
+
+# ---- what it does to the launch --------------------------------------------------------------------
+def add_candidate(tracker: Tracker, launch: Launch, c: Candidate) -> None:
+    rules = launch.rules
+    if c.kind in ("traceback", "loose"):
+        if any(r.regex.search(c.text) for r in rules["benign"]):
+            return
+        for r in rules["fatal"]:
+            if r.role in ("wrapper", "death") and r.regex.search(c.text):
+                # An exception that only reports another process's failure: death, not its cause.
+                c.wrapper = True
+                mark_dying(tracker, launch, Line(c.line_no, c.text, c.text), launch.last_t)
+                break
+    c.runtime = launch.ready is not None
+    if c.category is None:
+        c.category = category(launch, c.text)
+    launch.candidates.append(c)
+
+
+def category(launch: Launch, text: str) -> str | None:
+    for r in launch.rules["category"]:
+        if r.regex.search(text):
+            return r.name
+    return None
+
+
+def cancel_candidates(launch: Launch, proc: str | None, everything: bool = False) -> None:
+    """Progress after a traceback from the same process means the process survived it."""
+    if launch.dying is not None:
+        return
+    for c in launch.candidates:
+        if not c.runtime and c.kind in ("traceback", "loose") and (everything or c.proc == proc):
+            c.cancelled = True
+
+
+def mark_dying(tracker: Tracker, launch: Launch, line: Line, t: float | None) -> None:
+    if launch.ready is not None:
+        if launch.dying_after_ready is None:
+            launch.dying_after_ready = line.no
+    elif launch.dying is None:
+        launch.dying = line.no
+    tracker.last_evidence_t = t

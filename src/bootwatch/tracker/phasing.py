@@ -1,0 +1,146 @@
+"""Where a starting launch stands: its phases, progress within a phase, and readiness.
+
+Phases only move forward in the canonical order (`phases.RANK`), except drafts (a speculative model's
+loading) and repeats, which a rule marks. An end line with no begin line still counts (older versions print
+only the end). Progress after a traceback from the same process means the process survived it, so phases and
+progress cancel its traceback candidates; readiness cancels them all. None of this runs once the launch is
+ready: then its lines are serving's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bootwatch.engines.pattern import Found
+from bootwatch.engines.rules import Rule
+from bootwatch.lines import Line
+from bootwatch.tracker.context import LineContext
+from bootwatch.tracker.events import Event, PhaseEvent, ProgressEvent, ReadyEvent
+from bootwatch.tracker.evidence import cancel_candidates
+from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.phases import RANK, Phase
+
+if TYPE_CHECKING:
+    from bootwatch.tracker.tracker import Tracker
+
+ALIAS = {"load_draft": "load_weights"}
+
+
+# ---- steps -----------------------------------------------------------------------------------------
+def phases(tracker: Tracker, ctx: LineContext) -> None:
+    """The first phase rule of the engine's file that the line matched (from the set's hits) begins or
+    ends a phase."""
+    rules = ctx.sel.get("phase") if ctx.starting else None
+    if not rules:
+        return
+    r = rules[0]
+    if r.done:
+        _end(ctx.launch, r, ctx.line, ctx.t, ctx.events)
+    else:
+        _start(ctx.launch, r, ctx.line, ctx.t, ctx.events)
+    ctx.matched = True
+
+
+def progress(tracker: Tracker, ctx: LineContext) -> None:
+    """n of total within the current phase (a later phase's progress begins that phase)."""
+    if not ctx.starting:
+        return
+    for r in ctx.sel.get("progress", ()):
+        m = r.regex.search(ctx.line.text)
+        if m:
+            _advance(ctx.launch, r, m, ctx.line, ctx.t, ctx.events)
+            ctx.matched = True
+            return
+
+
+def readiness(tracker: Tracker, ctx: LineContext) -> None:
+    """A ready rule whose flags allow it: the launch is ready, unless it already started dying."""
+    if not ctx.starting:
+        return
+    launch = ctx.launch
+    for r in ctx.sel.get("ready", ()):
+        if r.unless and r.unless in launch.flags or r.needs and r.needs not in launch.flags:
+            continue
+        # From the set's hits: it matched this message already.
+        ctx.matched = True
+        if launch.dying is None:  # a ready line after the server started dying is not readiness
+            _ready(launch, ctx.line, ctx.t, ctx.events)
+        return
+
+
+# ---- what they do ----------------------------------------------------------------------------------
+def _begin(launch: Launch, name: str, draft: bool, line: Line, t: float | None, ev: list[Event]) -> None:
+    launch.close_phase(line.no, t)
+    launch.phases.append(Phase(name, line.no, t, draft=draft))
+    cancel_candidates(launch, line.proc)
+    ev.append(PhaseEvent(t=t, name=name, line_no=line.no, draft=draft, text=line.text))
+
+
+def _later(name: str, cur: Phase) -> bool:
+    return RANK.get(name, 0) > RANK.get(cur.name, 0)
+
+
+def _end(launch: Launch, r: Rule, line: Line, t: float | None, ev: list[Event]) -> None:
+    name = r.name or ""
+    cur = launch.current
+    same = cur is not None and ALIAS.get(cur.name, cur.name) == ALIAS.get(name, name)
+    if not same and (cur is None or _later(name, cur)):
+        # An end line with no begin line (older versions print only the end): it did happen.
+        _begin(launch, name, r.draft, line, t, ev)
+        cur, same = launch.current, True
+    if same and cur is not None:
+        cur.done = True
+        ev.append(ProgressEvent(t=t, phase=cur.name, progress=1.0, line_no=line.no))
+    cancel_candidates(launch, line.proc)
+
+
+def _start(launch: Launch, r: Rule, line: Line, t: float | None, ev: list[Event]) -> None:
+    name = r.name or ""
+    cur = launch.current
+    key = (line.proc, r.source)
+    seen = launch.begun.get(key, 0)
+    launch.begun[key] = seen + 1
+    draft = r.draft
+    if seen and r.repeat:
+        name, draft = r.repeat, True
+    if cur is not None and cur.name == name and cur.draft == draft:
+        return
+    if cur is None or draft or _later(name, cur):
+        _begin(launch, name, draft, line, t, ev)
+
+
+def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev: list[Event]) -> None:
+    name = r.name or ""
+    cur = launch.current
+    if cur is None:
+        return
+    if ALIAS.get(cur.name, cur.name) != name and _later(name, cur):
+        _begin(launch, name, False, line, t, ev)
+        cur = launch.current
+    elif ALIAS.get(cur.name, cur.name) != name:
+        return
+    g = m.groupdict()
+    n_text, total_text = g.get("n"), g.get("total")
+    if n_text is None or total_text is None:
+        return
+    try:
+        n, total = int(n_text), int(total_text)
+    except ValueError:
+        return
+    if cur is None:
+        return
+    if (n, total) != (cur.n, cur.total):
+        cur.n, cur.total = n, total
+        ev.append(ProgressEvent(t=t, phase=cur.name, n=n, total=total, progress=cur.progress, line_no=line.no))
+    cancel_candidates(launch, line.proc)
+
+
+def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event]) -> None:
+    launch.close_phase(line.no, t)
+    launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
+    ready_text = line.text.strip()
+    launch.ready = {"line_no": line.no, "text": ready_text}
+    launch.ready_engine = launch.engine
+    cancel_candidates(launch, None, everything=True)
+    ev.append(PhaseEvent(t=t, name="ready", line_no=line.no, draft=False, text=line.text))
+    ev.append(ReadyEvent(t=t, line_no=line.no, text=ready_text))

@@ -1,0 +1,81 @@
+"""Which launch a line belongs to: a log may hold several startups, each beginning at a launch line.
+
+A banner begins a new launch unless the current one has not got anywhere yet (then it names its engine),
+it is a child's banner (Ollama relaying llama-server), or it is a first_only banner repeated by a server
+that is already up (a model reload). This runs as `Tracker.feed` builds a line's context, before any step:
+every step works on the launch the line belongs to.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bootwatch.engines.rules import Rule
+from bootwatch.lines import Line
+from bootwatch.tracker.events import Event, LaunchEvent
+from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.phases import Phase
+
+if TYPE_CHECKING:
+    from bootwatch.tracker.tracker import Tracker
+
+LAUNCH_WEIGHT = 3  # evidence a launch banner gives: it names its engine
+
+
+def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> Launch:
+    """The launch this line belongs to: a launch line (a banner) may begin a new one."""
+    hit_ids = {id(r) for r in hits if r.kind == "launch"}
+    for engine, rule in tracker.book.launch if hit_ids else ():
+        if id(rule) in hit_ids:
+            launch = _launch_line(tracker, line, tracker.forced or engine, rule, ev)
+            if launch is not None:
+                return launch
+    if tracker.launch is None:
+        new_launch(tracker, line, tracker.forced or "unknown", ev)
+    assert tracker.launch is not None
+    return tracker.launch
+
+
+def _launch_line(tracker: Tracker, line: Line, engine: str, rule: Rule, ev: list[Event]) -> Launch | None:
+    """A launch line: the launch it begins or belongs to, or None when it is no launch line here."""
+    cur = tracker.launch
+    if cur is not None and rule.first_only and cur.first_only_seen:
+        return None  # a model reloaded by a server that is already up is serving, not a new startup
+    if cur is not None and _child_banner(tracker, cur, engine):
+        cur.scores[engine] = cur.scores.get(engine, 0) + 1
+        return None
+    if cur is None or cur.progressed or rule.source in cur.markers:
+        first_only_seen = cur is not None and rule.first_only and cur.first_only_seen
+        cur = new_launch(tracker, line, engine, ev)
+        cur.first_only_seen = first_only_seen
+        cur.engine_by_banner = not tracker.forced
+    elif cur.engine == "unknown" and not cur.forced_engine:
+        cur.engine, cur.rules = engine, tracker.book.for_engine(engine)
+    cur.first_only_seen |= rule.first_only
+    cur.scores[engine] = cur.scores.get(engine, 0) + LAUNCH_WEIGHT
+    cur.markers.add(rule.source)
+    return cur
+
+
+def _child_banner(tracker: Tracker, cur: Launch, engine: str) -> bool:
+    """The banner of an engine this one runs as a child (Ollama relaying llama-server) while it is still
+    starting: part of this launch."""
+    return (
+        not tracker.forced
+        and cur.ready is None
+        and cur.failure is None
+        and engine in tracker.book.for_engine(cur.engine).runs
+    )
+
+
+def new_launch(tracker: Tracker, line: Line, engine: str, ev: list[Event]) -> Launch:
+    """Begin a launch at this line: open tracebacks and pending evidence belong to the one before."""
+    tracker.tb.flush()
+    tracker.launches += 1
+    tracker.last_evidence_t = None
+    launch = Launch(engine, tracker.book.for_engine(engine), line.no, line.t, forced_engine=bool(tracker.forced))
+    launch.phases.append(Phase("start", line.no, line.t))
+    tracker.launch = launch
+    if tracker.launches > 1:
+        ev.append(LaunchEvent(t=line.t, line_no=line.no, launch=tracker.launches))
+    return launch
