@@ -246,3 +246,9 @@ def test_deeply_nested_json_line_is_text() -> None:
 def test_json_record_message_loses_its_colour_codes() -> None:
     line = one('{"level": "ERROR", "message": "\\u001b[31mRuntimeError: boom\\u001b[0m"}')
     assert line.text == "RuntimeError: boom" and line.level == "ERROR"
+
+
+def test_json_record_levels_read_as_text_prefixes_read_them() -> None:
+    # FATAL stays FATAL (the tracker reads FATAL lines as deaths), WARN becomes WARNING, as from a text prefix
+    assert one('{"level": "fatal", "message": "engine lost"}').level == "FATAL"
+    assert one('{"severity": "WARN", "message": "slow"}').level == "WARNING"

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bootwatch.lines.ansi import strip_ansi
+from bootwatch.lines.levels import level_name
 
 _LEVEL_KEYS = ("level", "levelname", "severity")
 _TIME_KEYS = ("time", "timestamp", "asctime")
 # vLLM's yearless "02-20 21:47:39.338" inside NIM's records
 _YEARLESS = re.compile(r"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-_LEVELS = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR"}
 
 
 @dataclass(slots=True)
@@ -59,8 +59,7 @@ def _level(obj: dict[str, object]) -> str | None:
     for key in _LEVEL_KEYS:
         value = obj.get(key)
         if isinstance(value, str) and value:
-            name = value.upper()
-            return _LEVELS.get(name, name)
+            return level_name(value.upper())
     return None
 
 

@@ -14,19 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bootwatch.lines.json_records import read_record
-
-_LEVELS = {
-    "I": "INFO",
-    "W": "WARNING",
-    "E": "ERROR",
-    "F": "FATAL",
-    "D": "DEBUG",
-    "V": "DEBUG",
-    "WARN": "WARNING",
-    "TRACE": "DEBUG",
-    "CRITICAL": "CRITICAL",
-    "FATAL": "FATAL",
-}
+from bootwatch.lines.levels import LEVELS, level_name
 
 # (EngineCore_DP0 pid=123) (VllmWorker rank=1 pid=9) (Worker_TP1 pid=5) (RayWorkerWrapper pid=3, ip=10.0.0.1)
 _PROC_TAG = re.compile(r"\((?P<name>[A-Za-z_][\w\-]*(?: [\w=]+)*?) pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\) ?")
@@ -224,12 +212,8 @@ def _as_written(level: str | None) -> str | None:
     return level
 
 
-def _level_name(level: str | None) -> str | None:
-    return _LEVELS.get(level, level) if level is not None else None
-
-
 def _llamacpp_level(level: str | None) -> str | None:
-    return _LEVELS.get(level or "", "INFO")  # its T (trace) has no name of its own
+    return LEVELS.get(level or "", "INFO")  # its T (trace) has no name of its own
 
 
 def _zerolog_level(level: str | None) -> str | None:
@@ -274,34 +258,34 @@ class _Format:
 _UVICORN_FMT = _Format("uvicorn", _UVICORN)
 _GO_FORMATS = (
     # msg stays quoted: failure texts must be the line's own text, and rules allow the quote ('^"?…').
-    _Format("slog", _SLOG, _level_name),
-    _Format("golog", _GOLOG, _level_name),
+    _Format("slog", _SLOG, level_name),
+    _Format("golog", _GOLOG, level_name),
     _Format("zerolog", _ZEROLOG, _zerolog_level),
 )
 _LOGGER_LEVEL_FIRST = (
     _Format("vllm", _VLLM),
     _UVICORN_FMT,
     _Format("pylog", _PYLOG),
-    _Format("glog", _GLOG, _level_name),
+    _Format("glog", _GLOG, level_name),
 )
 # Tried in order, by the first character of the prefix; a character not here has no logger prefix.
 _BY_FIRST: dict[str, tuple[_Format, ...]] = {
     "[": (
         # SGLang re-formats uvicorn's lines under its own stamp: "[ts] INFO:     "
         _Format("sglang", _SGLANG, proc=_sglang_ranks, tag_names_format=True, then=_UVICORN_FMT),
-        _Format("trtllm", _TRTLLM, _level_name, proc=_trtllm_rank),
+        _Format("trtllm", _TRTLLM, level_name, proc=_trtllm_rank),
         # LMDeploy's rules read the [TM] tag; its level is what matters here.
-        _Format("turbomind", _TM, _level_name, keeps_tag=True),
-        _Format("trtllm", _TRTLLM_CPP, _level_name),
+        _Format("turbomind", _TM, level_name, keeps_tag=True),
+        _Format("trtllm", _TRTLLM_CPP, level_name),
     ),
     "t": _GO_FORMATS,
     " ": _GO_FORMATS,
     **dict.fromkeys("DIWEC", _LOGGER_LEVEL_FIRST),
-    "T": (_Format("uvicorn", _UVICORN, _level_name),),  # uvicorn's TRACE, read as DEBUG
+    "T": (_Format("uvicorn", _UVICORN, level_name),),  # uvicorn's TRACE, read as DEBUG
 }
 _DIGIT_FIRST = (
     *_GO_FORMATS,
-    _Format("tgi", _TGI, _level_name),
+    _Format("tgi", _TGI, level_name),
     _Format("pylog", _PYFMT),
     _Format("llamacpp", _LLAMACPP, _llamacpp_level),
 )
