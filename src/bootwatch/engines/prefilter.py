@@ -28,7 +28,7 @@ def for_union(pattern: str, anchors: bool = False) -> str:
     classes) dropped, since in a rule it means the start of the message, which in the raw line comes after a
     prefix (dropping one only widens the prefilter, never narrows it); every group made non-capturing, since
     group names would clash across rules and captures make RE2 leave its DFA for a slower engine. `anchors`
-    keeps the anchors of a pattern written for the raw line."""
+    keeps the anchors (a pattern written for the raw line; the rule book's set, matched on messages)."""
     out = []
     i, in_class = 0, False
     while i < len(pattern):
@@ -105,11 +105,3 @@ class Prefilter:
             nl = find(b"\n", s)
             pos = n if nl < 0 else nl + 1
         return out
-
-
-_GROUP_NAME = re2.compile(r"\\.|\(\?P?<\w+>")  # an escape is matched first so that `\(?P<x>` stays literal
-
-
-def strip_names(p: str) -> str:
-    """RE2 and the union need no group names; several rules may use the same one."""
-    return _GROUP_NAME.sub(lambda m: m.group(0) if m.group(0).startswith("\\") else "(", p)

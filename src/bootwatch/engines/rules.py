@@ -119,7 +119,7 @@ class RuleBook:
     _by_index: list[list[Rule]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from bootwatch.engines.prefilter import strip_names
+        from bootwatch.engines.prefilter import for_union
 
         self.positions = {name: er.index() for name, er in self.engines.items()}
         set_options = re2.Options()
@@ -130,7 +130,7 @@ class RuleBook:
         for rule in self.all_rules():
             if rule.kind == "category":  # matched against a failure's text, never against lines
                 continue
-            pattern = strip_names(rule.regex.pattern)
+            pattern = for_union(rule.regex.pattern, anchors=True)  # a set captures nothing; names would clash
             if pattern not in where:
                 try:
                     where[pattern] = rset.Add(pattern)
