@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import re
+
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from bootwatch.lines import Normalizer
@@ -252,3 +254,77 @@ def test_json_record_levels_read_as_text_prefixes_read_them() -> None:
     # FATAL stays FATAL (the tracker reads FATAL lines as deaths), WARN becomes WARNING, as from a text prefix
     assert one('{"level": "fatal", "message": "engine lost"}').level == "FATAL"
     assert one('{"severity": "WARN", "message": "slow"}').level == "WARNING"
+
+
+# The shortcuts of the hot path must give what the plain code gave, for any input.
+@given(
+    st.integers(min_value=-5, max_value=10000),
+    st.integers(min_value=-2, max_value=14),
+    st.integers(min_value=-2, max_value=40),
+    st.integers(min_value=0, max_value=99),
+    st.integers(min_value=0, max_value=99),
+    st.integers(min_value=0, max_value=99),
+)
+def test_cached_day_epoch_equals_timegm(y: int, mo: int, d: int, h: int, mi: int, s: int) -> None:
+    import calendar
+
+    from bootwatch.lines.prefixes import _epoch
+
+    try:
+        want: float | None = float(calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)))
+    except (ValueError, OverflowError):
+        want = None
+    assert _epoch(y, mo, d, h, mi, s) == want
+    assert _epoch(y, mo, d, h, mi, s) == want  # and again, from the cache
+
+
+_PLAIN_BAR_END = re.compile(r"\d+/\d+ \[(?:\d|\?)[^\[\]]*\]")
+
+
+@given(st.lists(st.sampled_from(["a", "7", "/", "12 [", "?", "0", "]", "[", " ", "00:00<?"]), max_size=10).map("".join))
+@example("a/1 [1]")
+@example("1/2/3 [4]")
+def test_bar_end_search_ends_where_the_plain_pattern_ends(text: str) -> None:
+    from bootwatch.lines.normalize import _BAR_END
+
+    plain, fast = _PLAIN_BAR_END.search(text), _BAR_END.search(text)
+    assert (plain is None) == (fast is None)
+    if plain is not None and fast is not None:
+        assert plain.end() == fast.end()
+
+
+_WRAPPER_BITS = [
+    "web-1  | ",
+    "2025-01-02T10:00:00.123456789Z stdout F ",
+    "2025-01-02T10:00:00+02:00 ",
+    "Jan 02 10:00:00 host ollama[12]: ",
+    "[2024-12-05 01:56:09] [stderr] ",
+    "[stdout] ",
+    ">>> ",
+    "[pod/web/main] ",
+    "2026-05-17 10:44:45.483 | ",
+    "2025-02-04 21:21:33 ",
+    "INFO 05-25 17:26:25 [loader.py:12] ",
+    "[2025-05-25 17:26:25 TP0] ",
+    "(EngineCore_DP0 pid=7) ",
+    "x",
+    " ",
+]
+
+
+@given(st.lists(st.sampled_from(_WRAPPER_BITS), max_size=5))
+def test_wrapper_gate_lets_through_every_line_a_wrapper_pattern_matches(bits: list[str]) -> None:
+    from bootwatch.lines import prefixes
+
+    text = "".join(bits) + "message"
+    each = (
+        prefixes._COMPOSE,
+        prefixes._ISO_WRAP,
+        prefixes._STREAM_WRAP,
+        prefixes._KUBECTL,
+        prefixes._STAMP_BAR,
+        prefixes._BARE_STAMP,
+        prefixes._SYSLOG,
+    )
+    if any(p.match(text) for p in each):
+        assert prefixes._ANY_WRAP.match(text) is not None

@@ -10,7 +10,9 @@ from bootwatch.lines.line import Line
 from bootwatch.lines.prefixes import parse_prefix
 
 # A tqdm bar that had no newline before the next log record: "…0/1 [00:00<?, ?it/s][2026-05-25 17:26:25 TP1] …".
-_BAR_END = re.compile(r"\d+/\d+ \[(?:\d|\?)[^\[\]]*\]")
+# Only its end is used, so the digits before the "/" are checked by a lookbehind: a pattern that starts with
+# a literal is searched for that literal first (the leading \d+ made `re` try every position: ~6 µs a line).
+_BAR_END = re.compile(r"/(?<=\d/)\d+ \[(?:\d|\?)[^\[\]]*\]")
 # Where a new record can start after a bar: SGLang stamp, vLLM process tag or logger prefix, Python logging.
 _RECORD_START = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\([A-Za-z_][\w\-]*(?: [\w=]+)*? pid=\d+\)"
@@ -38,6 +40,8 @@ def split_glued(segment: str) -> list[str]:
 def segments(text: str) -> list[tuple[str, bool]]:
     """ANSI-free segments of one physical line, each flagged True when a later \\r update supersedes it."""
     text = strip_ansi(text)
+    if "\r" not in text and ("/" not in text or _BAR_END.search(text) is None):
+        return [(text, False)]  # most lines: one segment, nothing glued
     parts = [text] if "\r" not in text else [p for p in text.split("\r") if p.strip()] or [""]
     out: list[tuple[str, bool]] = []
     last = len(parts) - 1

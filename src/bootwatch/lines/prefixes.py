@@ -90,6 +90,14 @@ _GOLOG = re.compile(
 )
 _ZEROLOG = re.compile(r" ?\d{1,2}:\d\d(?:AM|PM) (?P<level>DBG|INF|WRN|ERR|FTL|TRC) ")
 _ZEROLOG_LEVELS = {"DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL", "TRC": "DEBUG"}
+# Any collector wrapper at all, in one match: most lines have none, and trying each pattern in turn for them
+# cost more than the rest of the prefix parsing.
+_ANY_WRAP = re.compile(
+    "|".join(
+        re.sub(r"\(\?P<\w+>", "(?:", p.pattern)
+        for p in (_COMPOSE, _ISO_WRAP, _STREAM_WRAP, _KUBECTL, _STAMP_BAR, _BARE_STAMP, _SYSLOG)
+    )
+)
 _MONTHS = {
     m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
 }
@@ -106,11 +114,21 @@ class Prefix:
     more: tuple[str, ...] = ()  # further lines the one physical line holds (a JSON record's traceback)
 
 
+_DAY_EPOCH: dict[tuple[int, int, int], float | None] = {}  # a log spans a few days: each is computed once
+
+
 def _epoch(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
-    try:
-        return float(calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)))
-    except (ValueError, OverflowError):
-        return None
+    # timegm is linear in the time of day (only the date can be invalid), so the day's start is cached; -1.0
+    # is no day's start (those are multiples of 86400) and says "not computed yet".
+    day = _DAY_EPOCH.get((y, mo, d), -1.0)
+    if day == -1.0:
+        try:
+            day = float(calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0)))
+        except (ValueError, OverflowError):
+            day = None
+        if len(_DAY_EPOCH) < 4096:
+            _DAY_EPOCH[(y, mo, d)] = day
+    return None if day is None else day + (h * 3600 + mi * 60 + s)
 
 
 def _stamp(m: re.Match[str], year: int) -> float | None:
@@ -134,6 +152,8 @@ def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
     """Where the server's own text starts after collector prefixes, and the time a collector stamped."""
     pos, t = 0, None
     for _ in range(3):  # compose around timestamps, or the other way round
+        if _ANY_WRAP.match(text, pos) is None:
+            break
         m = _COMPOSE.match(text, pos)
         if m:
             pos = m.end()

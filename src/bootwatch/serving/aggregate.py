@@ -31,7 +31,8 @@ class Aggregate:
     last_t: float | None = None
 
     def add(self, s: ServingSample) -> None:
-        self.samples[s.source.value] = self.samples.get(s.source.value, 0) + 1
+        src = s.source  # the member is its value's key: `.value` on an enum costs more than the rest of this
+        self.samples[src] = self.samples.get(src, 0) + 1
         if s.t is not None:
             self.first_t = s.t if self.first_t is None else min(self.first_t, s.t)
             self.last_t = s.t if self.last_t is None else max(self.last_t, s.t)
@@ -44,7 +45,7 @@ class Aggregate:
         busy = bool(s.running) or s.kind in ("timing", "success")
         if s.gen_tps is not None and busy:
             # /metrics repeats what the log says: its readings count only when the log has none.
-            _keep(self.throughputs if s.source is Source.LOG else self.metrics_throughputs, s.gen_tps)
+            _keep(self.throughputs if src is Source.LOG else self.metrics_throughputs, s.gen_tps)
         if s.accept_len is not None:
             _keep(self.accept_lens, s.accept_len)
         if s.accept_rate is not None:
@@ -59,7 +60,7 @@ class Aggregate:
             return None
         tps = self.throughputs or self.metrics_throughputs
         return {
-            "samples": dict(self.samples),
+            "samples": {str(k): v for k, v in self.samples.items()},
             "span_s": round(self.last_t - self.first_t, 1) if self.first_t is not None and self.last_t else None,
             "throughput_from": ("log" if self.throughputs else "metrics") if tps else None,
             "throughput_p50": round(_quantile(tps, 0.5), 2) if tps else None,

@@ -153,6 +153,8 @@ class InfoDisagreesDetector:
 
     def observe(self, s: ServingSample, ctx: Context) -> Finding | None:
         info = _int(ctx.facts.get("max_running_requests_info"))
+        if info is None:  # only a live watch that read the info endpoint has it: every other reading stops here
+            return None
         log = _int(ctx.facts.get("max_running_requests"))
         state_cap = _int(ctx.facts.get("max_running_requests_state_cap"))
         eff = min(x for x in (log, state_cap) if x is not None) if (log or state_cap) else None

@@ -78,10 +78,11 @@ class ServingTracker:
         if s.gen_tps is not None and s.running:
             ctx.throughputs.append(s.gen_tps)
         if s.kind != "jit":
-            self._latest[(s.source.value, s.proc)] = s
-            last = self._last_emit.get(s.source.value)
+            src = s.source.value
+            self._latest[(src, s.proc)] = s
+            last = self._last_emit.get(src)
             if s.t is None or last is None or s.t - last >= self.interval_s or s.t < last:
-                self._last_emit[s.source.value] = s.t
+                self._last_emit[src] = s.t
                 out.append(self.snapshot(s))
         return out
 
@@ -89,11 +90,11 @@ class ServingTracker:
     def snapshot(self, s: ServingSample) -> ServingEvent:
         """The `serving` event, the live line: the latest reading of each rank of the sample's source,
         combined (requests and throughput add up over DP ranks; KV use and acceptance are averaged)."""
-        now = s.t
+        now, source = s.t, s.source.value
         same = [
             x
             for (src, _), x in self._latest.items()
-            if src == s.source.value and (now is None or x.t is None or now - x.t <= FRESH_S)
+            if src == source and (now is None or x.t is None or now - x.t <= FRESH_S)
         ] or [s]
 
         def total(name: str) -> float | None:
@@ -114,7 +115,7 @@ class ServingTracker:
         tps = total("gen_tps") if s.kind not in ("timing", "success") else s.gen_tps
         return ServingEvent(
             t=s.t,
-            source=s.source.value,
+            source=source,
             line_no=s.line_no,
             reading=s.kind,
             running=count("running"),

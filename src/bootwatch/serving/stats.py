@@ -42,16 +42,18 @@ class ServingSample:
         return d
 
 
-_INTS = ("running", "queued", "accepted", "drafted", "preemptions", "swapped", "retracted", "eval_tokens")
-_FLOATS = (
-    "kv_usage",
-    "gen_tps",
-    "prompt_tps",
-    "accept_len",
-    "accept_rate",
-    "kv_usage_pct",
-    "eval_ms",
-    "time_per_token",
+_INTS = frozenset({"running", "queued", "accepted", "drafted", "preemptions", "swapped", "retracted", "eval_tokens"})
+_FLOATS = frozenset(
+    {
+        "kv_usage",
+        "gen_tps",
+        "prompt_tps",
+        "accept_len",
+        "accept_rate",
+        "kv_usage_pct",
+        "eval_ms",
+        "time_per_token",
+    }
 )
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
 
@@ -60,8 +62,14 @@ def from_groups(
     kind: str, groups: dict[str, str], t: float | None, line_no: int | None, proc: str | None
 ) -> ServingSample:
     """The named groups of a `stats` rule (strings) as a sample; engine-specific shapes become the same fields."""
-    ints = {k: int(v) for k, v in groups.items() if k in _INTS and v}
-    floats = {k: float(v) for k, v in groups.items() if k in _FLOATS and v}
+    ints: dict[str, int] = {}
+    floats: dict[str, float] = {}
+    for k, v in groups.items():  # one pass: a stats line is read for every reading of a serving server
+        if v:
+            if k in _INTS:
+                ints[k] = int(v)
+            elif k in _FLOATS:
+                floats[k] = float(v)
     s = ServingSample(t, Source.LOG, kind, line_no, proc)
     s.running, s.queued, s.swapped = ints.get("running"), ints.get("queued"), ints.get("swapped")
     s.accepted, s.drafted = ints.get("accepted"), ints.get("drafted")

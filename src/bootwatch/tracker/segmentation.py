@@ -24,6 +24,8 @@ LAUNCH_WEIGHT = 3  # evidence a launch banner gives: it names its engine
 
 def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> Launch:
     """The launch this line belongs to: a launch line (a banner) may begin a new one."""
+    if not hits and tracker.launch is not None:
+        return tracker.launch  # most lines: no rule matched, so no banner
     hit_ids = {id(r) for r in hits if r.kind == "launch"}
     for engine, rule in tracker.book.launch if hit_ids else ():
         if id(rule) in hit_ids:

@@ -59,3 +59,18 @@ STEPS: tuple[Step, ...] = (
     detection.keep_for_rejudging,
     remember,
 )
+# The steps that only act on the line's rule hits, by kind; skipped for a line no rule matched (most lines of
+# a traceback, exception-shaped and error-level lines), which is about half the lines the tracker sees.
+_ON_HITS_ONLY = frozenset(
+    {
+        facts.flags,
+        facts.facts,
+        facts.warnings,
+        phasing.phases,
+        phasing.progress,
+        phasing.readiness,
+        serving,
+        detection.keep_for_rejudging,
+    }
+)
+STEPS_WITHOUT_HITS: tuple[Step, ...] = tuple(s for s in STEPS if s not in _ON_HITS_ONLY)

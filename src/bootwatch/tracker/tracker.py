@@ -23,7 +23,7 @@ from bootwatch.tracker.detection import detect_positions, prefix_engines
 from bootwatch.tracker.events import Event, FactEvent, PhaseEvent, ProgressSoFarEvent, WarningEvent
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.segmentation import segment
-from bootwatch.tracker.steps import STEPS
+from bootwatch.tracker.steps import STEPS, STEPS_WITHOUT_HITS
 from bootwatch.tracker.summary import Summary
 from bootwatch.tracker.tracebacks import TracebackAssembler
 from bootwatch.tracker.verdict import LogSays, Verdict, log_verdict
@@ -58,7 +58,7 @@ class Tracker:
         events: list[Event] = []
         # Segmentation runs as the context is built: every step works on the launch the line belongs to.
         ctx = LineContext(line, hits, segment(self, line, hits, events), events)
-        for step in STEPS:
+        for step in STEPS if hits else STEPS_WITHOUT_HITS:
             step(self, ctx)
             if ctx.consumed:
                 break
