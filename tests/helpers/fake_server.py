@@ -127,7 +127,7 @@ def count_sigints(fd: int) -> None:
     threading.Thread(target=spin, daemon=True).start()
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("log")
     ap.add_argument("--out")
@@ -149,8 +149,10 @@ def main() -> int:
     )
     ap.add_argument("--journal", help="after each line, the number of lines written so far")
     ap.add_argument("--pidfile", help="write the pids of this server and its children here, one a line")
-    a = ap.parse_args()
-    fd = os.open(a.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND) if a.out else sys.stdout.fileno()
+    return ap.parse_args()
+
+
+def handle_signals(a: argparse.Namespace, fd: int) -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     if a.sigint == "exit":
         signal.signal(signal.SIGINT, lambda *_: os._exit(0))
@@ -158,6 +160,10 @@ def main() -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     else:
         count_sigints(fd)
+
+
+def start_children(a: argparse.Namespace) -> subprocess.Popen[bytes] | None:
+    """The --child (returned: it may be killed later) and --daemon-child processes, and the pidfile."""
     child = None
     kids = []
     if a.child:
@@ -168,8 +174,11 @@ def main() -> int:
     if a.pidfile:
         with open(a.pidfile, "w") as f:
             f.write("".join(f"{p}\n" for p in (os.getpid(), *kids)))
-    if a.port and a.early_port:
-        serve(a.port, a.host)
+    return child
+
+
+def play(a: argparse.Namespace, fd: int) -> None:
+    """Write the log's lines with its own pacing (scaled); listen on --port once the ready line is out."""
     with open(a.log, "rb") as f:
         lines = f.read().split(b"\n")
     if lines and lines[-1] == b"":
@@ -191,6 +200,16 @@ def main() -> int:
             if a.port and not a.early_port:
                 serve(a.port, a.host)
             state["ready"] = True
+
+
+def main() -> int:
+    a = parse_args()
+    fd = os.open(a.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND) if a.out else sys.stdout.fileno()
+    handle_signals(a, fd)
+    child = start_children(a)
+    if a.port and a.early_port:
+        serve(a.port, a.host)
+    play(a, fd)
     if a.port and not state["ready"] and a.then == "serve":
         state["ready"] = True
         if not a.early_port:
