@@ -19,6 +19,8 @@ KNOWN_MISSES = {
     "tgi/v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill": "a traceback the shard only warned with is taken over the later unexplained SIGKILL",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
     "lmdeploy/turbomind-2024-08-intern-studio-internlm25-1.8b-shell-continuation-ready": "labelled ready at uvicorn's bind; the corpus' other LMDeploy labels (and the rule) take 'Application startup complete.' two lines before",
+    "localai/docker-compose-2023-04-fiber-v2.44-gpt4all-j-exits-on-first-request-ready": "ready at the banner's Fiber line, one below the top border the label takes: nothing before the border names LocalAI",
+    "vllm/v0.8.3-4090d-r1-distill-qwen-1.5b-no-uvicorn-lines-then-shutdown-ready": "no uvicorn lines: ready at the first stats line, which the running HTTP app logs; the label takes 'Starting vLLM API server' before it, which an address in use can still follow",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",

@@ -93,3 +93,82 @@ def test_a_death_no_rule_explains_names_the_last_words_or_the_exit(
     assert s["verdict"] == "failed"
     assert (s["failure"]["line_no"], s["failure"]["text"]) == (want_no, want_text)
     assert s["exit"] == {"code": 3, "signal": None}
+
+
+# A build at startup that fails inside a generic exception: the linker's or compiler's line says why, whether
+# it is printed before the traceback (Triton's launcher, sglang#1117) or as the rest of the exception's message
+# (a JIT kernel's ninja output, the blind-F1 SGLang log). Lines from real logs.
+NINJA_TB = (
+    "Traceback (most recent call last):\n"
+    '  File "/app/lib/python3.12/site-packages/tvm_ffi/cpp/extension.py", line 542, in build_ninja\n'
+    '    raise RuntimeError("\\n".join(msg))\n'
+    "RuntimeError: ninja exited with status 1\n"
+    "stdout:\n"
+    "FAILED: [code=1] sgl_kernel_jit_apply_rope_pos_ids_cos_sin_cache.so \n"
+)
+
+
+def test_linker_line_below_a_generic_build_exception_is_the_cause(tmp_path: Path) -> None:
+    body = NINJA_TB + "/usr/bin/ld: cannot find -lcudart\ncollect2: error: ld returned 1 exit status\nKilled\n"
+    f = report(tmp_path, body, SGLANG_START)["failure"]
+    assert f["text"] == "/usr/bin/ld: cannot find -lcudart"
+    assert f["detail"] == "RuntimeError: ninja exited with status 1"
+
+
+def test_a_detail_far_below_the_exception_is_not_its_message(tmp_path: Path) -> None:
+    gap = "".join(f"[2025-05-01 05:11:18] unrelated line {i}\n" for i in range(12))
+    body = NINJA_TB + gap + "/usr/bin/ld: cannot find -lcudart\nKilled\n"
+    assert report(tmp_path, body, SGLANG_START)["failure"]["text"] == "RuntimeError: ninja exited with status 1"
+
+
+def test_compiler_error_before_the_traceback_is_the_cause(tmp_path: Path) -> None:
+    body = (
+        "/tmp/tmps1rkq3y3/main.c:5:10: fatal error: Python.h: No such file or directory\n"
+        "    5 | #include <Python.h>\ncompilation terminated.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.10/subprocess.py", line 369, in check_call\n'
+        "    raise CalledProcessError(retcode, cmd)\n"
+        "subprocess.CalledProcessError: Command '['/usr/bin/gcc', '/tmp/tmps1rkq3y3/main.c']' returned non-zero exit "
+        "status 1.\n"
+    )
+    f = report(tmp_path, body)["failure"]
+    assert f["text"] == "/tmp/tmps1rkq3y3/main.c:5:10: fatal error: Python.h: No such file or directory"
+
+
+def test_cann_report_in_the_rest_of_an_npu_exception_is_the_cause(tmp_path: Path) -> None:
+    tag = "(Worker_DP0_TP0_EP0 pid=60571) ERROR 12-04 14:46:08 [multiproc_executor.py:597] "
+    body = "".join(
+        tag + x + "\n"
+        for x in (
+            "Traceback (most recent call last):",
+            '  File "/vllm-workspace/vllm-ascend/vllm_ascend/quantization/w8a8_dynamic.py", line 137, in __init__',
+            "    self.moe_all_to_all_group_name = backend.get_hccl_comm_name(",
+            "RuntimeError: create_config:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:149 HCCL function error: "
+            "hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, &(comm->hcclComm_)), error code is 7",
+            "[ERROR] 2025-12-04-14:46:07 (PID:60571, Device:0, RankID:-1) ERR02200 DIST call hccl api failed.",
+            "[PID: 60571] 2025-12-04-14:46:07.669.968 Bind_Failed(EJ0003): Failed to bind the IP port. Reason: The IP "
+            "address and port have been bound already.",
+        )
+    )
+    f = report(tmp_path, body)["failure"]
+    assert f["text"].startswith("[PID: 60571] 2025-12-04-14:46:07.669.968 Bind_Failed(EJ0003): ")
+
+
+# ggml's CUDA backend (ROCm build) names the error, GGML_ABORTs, and Ollama's Go runtime reports the signal: the
+# error line is the cause, whatever engine the excerpt is read as (blind-F2's journald excerpt).
+def test_ggml_backend_error_then_go_sigabrt(tmp_path: Path) -> None:
+    w = "Feb 18 16:56:30 ms-s1-max ollama[27678]: "
+    body = "".join(
+        w + x + "\n"
+        for x in (
+            'time=2026-02-18T16:56:30.203Z level=DEBUG source=ggml.go:300 msg="key with type not found" key=a default=0',
+            "ROCm error: out of memory",
+            "  current device: 0, in function stream at //ml/backend/ggml/ggml/src/ggml-cuda/common.cuh:1248",
+            "//ml/backend/ggml/ggml/src/ggml-cuda/ggml-cuda.cu:94: ROCm error",
+            "/usr/local/lib/ollama/libggml-base.so.0(ggml_abort+0x11d) [0x71bdd5d0003d]",
+            "SIGABRT: abort",
+        )
+    )
+    s = report(tmp_path, body, head="")
+    assert s["verdict"] == "failed" and s["engine"] == "ollama"
+    assert s["failure"]["text"] == "ROCm error: out of memory"

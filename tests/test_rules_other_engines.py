@@ -254,3 +254,34 @@ def test_fixture_logs_have_a_source(log: str) -> None:
     src = (LOGS / log).with_suffix(".source")
     assert src.exists(), f"{log} has no .source file"
     assert src.read_text("utf-8").strip()
+
+
+# vLLM and the blind-F batches' LocalAI: readiness when the line that usually says so is missing or unreadable.
+VLLM_HEAD = (
+    "INFO 04-14 06:00:12 [api_server.py:1034] vLLM API server version 0.8.3\n"
+    "INFO 04-14 06:02:33 [api_server.py:1081] Starting vLLM API server on http://0.0.0.0:8000\n"
+    "INFO 04-14 06:02:33 [launcher.py:34] Route: /health, Methods: GET\n"
+)
+VLLM_STATS = (
+    "INFO 04-14 06:02:44 [loggers.py:87] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+    "0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%\n"
+)
+
+
+def test_vllm_without_uvicorn_lines_is_ready_at_its_first_stats_line(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(VLLM_HEAD + VLLM_STATS)
+    s = analyze_path(log)
+    assert s["verdict"] == "ready" and s["ready"]["line_no"] == 4
+
+
+def test_vllm_route_list_alone_is_not_ready(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(VLLM_HEAD)
+    assert analyze_path(log)["verdict"] == "incomplete"
+
+
+def test_localai_named_only_by_its_fiber_banner_is_ready_at_the_banner() -> None:
+    s = analyze_path(_corpus("localai/docker-compose-2023-04-fiber-v2.44-gpt4all-j-exits-on-first-request-ready.log"))
+    assert (s["engine"], s["verdict"]) == ("localai", "ready")
+    assert s["ready"]["line_no"] == 4  # the banner's second line: its top border came before anything named LocalAI

@@ -41,6 +41,7 @@ class Candidate:
 
 
 ERROR_NEAR_DEATH = 10  # lines: how close before a death an error line must be to explain it
+DETAIL_AFTER = 8  # lines: how far below an exception line its message may go on (a build's output, CANN's report)
 
 
 def from_traceback(tb: Traceback) -> Candidate:
@@ -93,14 +94,18 @@ def _complete_copy(chosen: Candidate, live: list[Candidate]) -> Candidate:
 
 
 def _precise_detail(chosen: Candidate, live: list[Candidate]) -> Candidate:
-    """A line that names the cause more precisely, printed just before or inside the chosen block."""
+    """A line that names the cause more precisely, printed just before or inside the chosen block, else just
+    below its exception line, where a multi-line message goes on (a failed build's compiler output, Ascend
+    CANN's report after torch_npu's RuntimeError)."""
     if chosen.kind == "detail":
         return chosen
-    for c in live:
-        if c.kind == "detail" and chosen.start_no - 5 <= c.line_no <= chosen.line_no:
-            return Candidate(
-                c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context, detail=chosen.text
-            )
+    details = [c for c in live if c.kind == "detail"]
+    before = [c for c in details if chosen.start_no - 5 <= c.line_no <= chosen.line_no]
+    after = [c for c in details if chosen.line_no < c.line_no <= chosen.line_no + DETAIL_AFTER]
+    for c in before[:1] or after[:1]:
+        return Candidate(
+            c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context, detail=chosen.text
+        )
     return chosen
 
 
