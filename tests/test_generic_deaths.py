@@ -135,11 +135,15 @@ def test_compiler_error_before_the_traceback_is_the_cause(tmp_path: Path) -> Non
     assert f["text"] == "/tmp/tmps1rkq3y3/main.c:5:10: fatal error: Python.h: No such file or directory"
 
 
+def _each_with(prefix: str, lines: tuple[str, ...]) -> str:
+    """The lines as a log writes them, each under the same prefix (a process tag, a journald wrapper)."""
+    return "".join(prefix + x + "\n" for x in lines)
+
+
 def test_cann_report_in_the_rest_of_an_npu_exception_is_the_cause(tmp_path: Path) -> None:
-    tag = "(Worker_DP0_TP0_EP0 pid=60571) ERROR 12-04 14:46:08 [multiproc_executor.py:597] "
-    body = "".join(
-        tag + x + "\n"
-        for x in (
+    body = _each_with(
+        "(Worker_DP0_TP0_EP0 pid=60571) ERROR 12-04 14:46:08 [multiproc_executor.py:597] ",
+        (
             "Traceback (most recent call last):",
             '  File "/vllm-workspace/vllm-ascend/vllm_ascend/quantization/w8a8_dynamic.py", line 137, in __init__',
             "    self.moe_all_to_all_group_name = backend.get_hccl_comm_name(",
@@ -148,7 +152,7 @@ def test_cann_report_in_the_rest_of_an_npu_exception_is_the_cause(tmp_path: Path
             "[ERROR] 2025-12-04-14:46:07 (PID:60571, Device:0, RankID:-1) ERR02200 DIST call hccl api failed.",
             "[PID: 60571] 2025-12-04-14:46:07.669.968 Bind_Failed(EJ0003): Failed to bind the IP port. Reason: The IP "
             "address and port have been bound already.",
-        )
+        ),
     )
     f = report(tmp_path, body)["failure"]
     assert f["text"].startswith("[PID: 60571] 2025-12-04-14:46:07.669.968 Bind_Failed(EJ0003): ")
@@ -157,17 +161,16 @@ def test_cann_report_in_the_rest_of_an_npu_exception_is_the_cause(tmp_path: Path
 # ggml's CUDA backend (ROCm build) names the error, GGML_ABORTs, and Ollama's Go runtime reports the signal: the
 # error line is the cause, whatever engine the excerpt is read as (blind-F2's journald excerpt).
 def test_ggml_backend_error_then_go_sigabrt(tmp_path: Path) -> None:
-    w = "Feb 18 16:56:30 ms-s1-max ollama[27678]: "
-    body = "".join(
-        w + x + "\n"
-        for x in (
+    body = _each_with(
+        "Feb 18 16:56:30 ms-s1-max ollama[27678]: ",
+        (
             'time=2026-02-18T16:56:30.203Z level=DEBUG source=ggml.go:300 msg="key with type not found" key=a default=0',
             "ROCm error: out of memory",
             "  current device: 0, in function stream at //ml/backend/ggml/ggml/src/ggml-cuda/common.cuh:1248",
             "//ml/backend/ggml/ggml/src/ggml-cuda/ggml-cuda.cu:94: ROCm error",
             "/usr/local/lib/ollama/libggml-base.so.0(ggml_abort+0x11d) [0x71bdd5d0003d]",
             "SIGABRT: abort",
-        )
+        ),
     )
     s = report(tmp_path, body, head="")
     assert s["verdict"] == "failed" and s["engine"] == "ollama"

@@ -43,11 +43,9 @@ def remember(tracker: Tracker, ctx: LineContext) -> None:
     ctx.launch.recent.append(line.raw)
 
 
-STEPS: tuple[Step, ...] = (
-    clock,
-    detection.detect,  # engine by weight of evidence (may change the launch's engine and rules)
-    evidence.tracebacks,  # a traceback may consume the line: the steps below do not see it
-    detection.select,  # the line's hits that are this engine's rules, by kind
+# The steps that act only on what the line's rule hits select, by kind: a line no rule matched (most lines of a
+# traceback, exception-shaped and error-level lines; over a third of the lines the tracker sees) skips them.
+_BY_KIND: tuple[Step, ...] = (
     facts.flags,
     facts.facts,
     facts.warnings,
@@ -55,22 +53,15 @@ STEPS: tuple[Step, ...] = (
     phasing.progress,
     phasing.readiness,
     serving,
+)
+STEPS: tuple[Step, ...] = (
+    clock,
+    detection.detect,  # engine by weight of evidence (may change the launch's engine and rules)
+    evidence.tracebacks,  # a traceback may consume the line: the steps below do not see it
+    detection.select,  # the line's hits that are this engine's rules, by kind
+    *_BY_KIND,
     evidence.evidence,
-    detection.keep_for_rejudging,
+    detection.keep_for_rejudging,  # keeps lines whose hits some engine calls evidence
     remember,
 )
-# The steps that only act on the line's rule hits, by kind; skipped for a line no rule matched (most lines of
-# a traceback, exception-shaped and error-level lines): over a third of the lines the tracker sees.
-_ON_HITS_ONLY = frozenset(
-    {
-        facts.flags,
-        facts.facts,
-        facts.warnings,
-        phasing.phases,
-        phasing.progress,
-        phasing.readiness,
-        serving,
-        detection.keep_for_rejudging,
-    }
-)
-STEPS_WITHOUT_HITS: tuple[Step, ...] = tuple(s for s in STEPS if s not in _ON_HITS_ONLY)
+STEPS_WITHOUT_HITS: tuple[Step, ...] = tuple(s for s in STEPS if s not in (*_BY_KIND, detection.keep_for_rejudging))
