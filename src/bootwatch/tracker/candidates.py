@@ -102,11 +102,13 @@ def _precise_detail(chosen: Candidate, live: list[Candidate]) -> Candidate:
     details = [c for c in live if c.kind == "detail"]
     before = [c for c in details if chosen.start_no - 5 <= c.line_no <= chosen.line_no]
     after = [c for c in details if chosen.line_no < c.line_no <= chosen.line_no + DETAIL_AFTER]
-    for c in before[:1] or after[:1]:
-        return Candidate(
-            c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context, detail=chosen.text
-        )
-    return chosen
+    near = before or after
+    if not near:
+        return chosen
+    c = near[0]
+    return Candidate(
+        c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context, detail=chosen.text
+    )
 
 
 def choose(cands: list[Candidate]) -> Candidate | None:
