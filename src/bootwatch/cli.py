@@ -270,10 +270,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         import asyncio
 
         from bootwatch import commands
-        from bootwatch.sources.interrupts import catch_early
+        from bootwatch.sources.interrupts import catch_early, retiring
 
         catch_early()
-        return int(asyncio.run(getattr(commands, args.command)(args)))
+        return int(asyncio.run(retiring(getattr(commands, args.command)(args))))
     return 2
 
 

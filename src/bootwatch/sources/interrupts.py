@@ -11,6 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -71,3 +75,28 @@ def interrupts() -> Interrupts:
     while _early:
         found.request(_early.pop(0))
     return found
+
+
+def retire() -> None:
+    """Take the running loop's handlers off before the loop closes, and catch later stop signals as before it ran.
+
+    asyncio's loop.close() closes its wakeup pipe before it removes its signal handlers: a signal in between is
+    written to a closed descriptor, and Python prints "Exception ignored when trying to write to the signal
+    wakeup fd" with a traceback on stderr. Removing the handlers first (the last one removed unsets the wakeup
+    fd) closes that window; the command has decided its exit code by then, so a late signal is only kept."""
+    loop = asyncio.get_running_loop()
+    found = _installed.pop(id(loop), None)
+    if found is None or found.loop is not loop:
+        return
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(ValueError, RuntimeError):
+            loop.remove_signal_handler(sig)
+    catch_early()
+
+
+async def retiring(command: Awaitable[T]) -> T:
+    """`command`, then `retire()`: what `asyncio.run` runs for a live command."""
+    try:
+        return await command
+    finally:
+        retire()
