@@ -192,6 +192,37 @@ def test_run_child_dies_while_parent_lives(tmp_path: Path) -> None:
     assert time.time() - start < 20  # now, not at the timeout
 
 
+def test_run_child_renamed_by_exec_is_not_a_death(tmp_path: Path) -> None:
+    # A process forked from a critical child carries its title until it execs (vLLM's EngineCore spawning a
+    # worker): the title going away from a live process is no death (it stopped a real vLLM in the suite).
+    code, events = bw(
+        "run",
+        "--log",
+        str(tmp_path / "r.log"),
+        "--json",
+        "--timeout",
+        "60",
+        "--then",
+        "true",
+        "--",
+        *fake(
+            READY_SGLANG,
+            "--child",
+            "VLLM::EngineCore",
+            "--child-renames-after",
+            "0.8",
+            "--scale",
+            "1",
+            "--max-gap",
+            "0.4",
+            "--then",
+            "hang",
+        ),
+    )
+    s = summary(events)
+    assert code == 0 and s["verdict"] == "ready", s.get("failure")
+
+
 def test_run_hang_stalls_and_the_server_is_stopped(tmp_path: Path) -> None:
     code, events = bw(
         "run",

@@ -35,12 +35,20 @@ QUIET_CHILD = (
 )
 
 
-def spawn_child(title: str, new_session: bool = False) -> subprocess.Popen[bytes]:
+def spawn_child(title: str, new_session: bool = False, renames_after: float | None = None) -> subprocess.Popen[bytes]:
     """A child whose Python startup a Ctrl-C cannot interrupt (a KeyboardInterrupt traceback would land in
-    the server's output): SIGINT is blocked across fork and exec, and the child unblocks it when ready."""
+    the server's output): SIGINT is blocked across fork and exec, and the child unblocks it when ready.
+    `renames_after`: the child execs itself under another title after that many seconds and lives on (what a
+    process forked from vLLM's EngineCore does when it becomes a worker)."""
+    code = QUIET_CHILD
+    if renames_after is not None:
+        code = (
+            f"import os, time; time.sleep({renames_after}); "
+            f"os.execv({sys.executable!r}, ['bwtest-renamed-worker', '-c', {QUIET_CHILD!r}])"
+        )
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        return subprocess.Popen([title, "-c", QUIET_CHILD], executable=sys.executable, start_new_session=new_session)
+        return subprocess.Popen([title, "-c", code], executable=sys.executable, start_new_session=new_session)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -139,6 +147,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--early-port", action="store_true", help="listen (answering 503) before the ready line")
     ap.add_argument("--child", help="start a child process with this title")
     ap.add_argument("--kill-child-after-ready", action="store_true")
+    ap.add_argument("--child-renames-after", type=float, help="the --child execs under another title after S seconds")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--daemon-child", help="start a child with this title that leaves the group (setsid)")
     ap.add_argument(
@@ -167,7 +176,7 @@ def start_children(a: argparse.Namespace) -> subprocess.Popen[bytes] | None:
     child = None
     kids = []
     if a.child:
-        child = spawn_child(a.child)
+        child = spawn_child(a.child, renames_after=a.child_renames_after)
         kids.append(child.pid)
     if a.daemon_child:
         kids.append(spawn_child(a.daemon_child, new_session=True).pid)
