@@ -107,7 +107,7 @@ class Session:
         self.machine = VerdictMachine(opts.policy(probe is not None, server is not None), self.start)
         self._bytes_seen = 0
         self.input_done = False
-        self._critical_seen: dict[int, tuple[str, float]] = {}  # pid -> (title, when it was created)
+        self._critical_seen: dict[int, tuple[str, psutil.Process]] = {}  # pid -> (title, the process)
         self._cpu_procs: dict[int, psutil.Process] = {}
         self.health = "not checked"
         self.verify_result: VerifyResult | None = None
@@ -224,11 +224,11 @@ class Session:
             with contextlib.suppress(psutil.Error):
                 title = " ".join(p.cmdline()[:1]) or p.name()
                 if any(c in title or c in p.name() for c in self.opts.critical):
-                    alive[p.pid] = (title, p.create_time())
-        for pid, (title, created) in list(self._critical_seen.items()):
+                    alive[p.pid] = (title, p)
+        for pid, (title, proc) in list(self._critical_seen.items()):
             if pid not in alive:
                 del self._critical_seen[pid]
-                if _still_running(pid, created):
+                if _still_running(proc):
                     # Renamed, not dead: a process the child forked carries the child's title until it execs
                     # (vLLM's EngineCore spawning a worker), and the walk may have caught it in between.
                     continue
@@ -444,11 +444,10 @@ class Session:
         return s
 
 
-def _still_running(pid: int, created: float) -> bool:
-    """The same process (not a later one given its pid) is still there and not a zombie."""
+def _still_running(proc: psutil.Process) -> bool:
+    """Still there and not a zombie (is_running tells a later process given the same pid from this one)."""
     try:
-        p = psutil.Process(pid)
-        return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 

@@ -9,7 +9,6 @@ process's death.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bootwatch.engines.rules import Rule
@@ -47,7 +46,7 @@ def evidence(tracker: Tracker, ctx: LineContext) -> None:
 
 
 # ---- what a line is --------------------------------------------------------------------------------
-def judge(tracker: Tracker, launch: Launch, sel: Mapping[str, list[Rule]], line: Line, t: float | None) -> bool:
+def judge(tracker: Tracker, launch: Launch, sel: dict[str, list[Rule]], line: Line, t: float | None) -> bool:
     """Failure evidence on this line: a fatal rule's, else (before readiness) a suspect or detail rule's,
     else what the line is by its shape or level (an exception line, a FATAL or ERROR record)."""
     for r in sel.get("fatal", ()):
