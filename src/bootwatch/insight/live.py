@@ -13,9 +13,9 @@ import psutil
 
 from bootwatch.insight.activity import ActivitySampler
 from bootwatch.insight.eta import Book, book_from, phase_key, regression
-from bootwatch.insight.signals import Activity
 from bootwatch.insight.weights import find_weights, model_paths_from_argv
 from bootwatch.tracker import EtaEvent, Event, LaunchEvent, PhaseEvent, WarningEvent
+from bootwatch.vocab.activity import Activity
 
 if TYPE_CHECKING:
     from bootwatch.store import Similar

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bootwatch.durations import fmt_duration
-from bootwatch.insight.signals import CHECKED, Activity
+from bootwatch.vocab.activity import CHECKED, Activity
 
 
 class Outcome(StrEnum):
