@@ -340,4 +340,6 @@ def _read(f: Entry, m: re.Match[str], text: str, pos: int, year: int, proc: str 
         # lines is SGLang's evidence: a watcher that starts at them must not take uvicorn's readiness)
         level, rest = f.then.level(inner), inner.end()
     own = f.proc_of(m) if f.proc is not None else None
-    return Prefix(text[pos:] if f.keep_prefix else text[rest:], t, level, own or proc, name, _ymd(g) if f.has_time else None)
+    return Prefix(
+        text[pos:] if f.keep_prefix else text[rest:], t, level, own or proc, name, _ymd(g) if f.has_time else None
+    )
