@@ -97,3 +97,14 @@ def test_rust_tracing_keeps_the_messages_own_words() -> None:
     assert (p.text, p.level, p.fmt) == ("error: CUDA out of memory", "ERROR", "rust_tracing")
     p = parse_prefix("2024-06-17T02:12:33.837370Z  INFO mistralrs_server: avx: false, neon: true", YEAR)
     assert p.text == "avx: false, neon: true"
+
+
+def test_every_engine_claims_only_formats_the_table_has() -> None:
+    # an engine file's `formats` names prefix families: a renamed format must not leave a claim behind
+    from bootwatch.pipeline import rules_for
+
+    book, _ = rules_for()
+    names = {f.name for f in prefixes.TABLE.formats} | {"json"}
+    for engine in book.engines:
+        for fmt in book.for_engine(engine).formats:
+            assert fmt in names, (engine, fmt)
