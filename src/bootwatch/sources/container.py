@@ -48,9 +48,12 @@ class ContainerFollower(ClientFollower):
         self.spec = spec
         self.client = client_for(spec)
         self.note = note or (lambda _msg: None)
-        self.offset = 0  # bytes handed on (for silence detection)
-        self.death: Death | None = None
+        self._death: Death | None = None
         self.restarts_seen: int | None = None
+
+    def death(self) -> Death | None:
+        """The exit, OOM kill or restart the runtime reported once the logs stream ended."""
+        return self._death
 
     async def _state(self) -> ContainerState:
         code, out, err = await _run(self.client.state_argv())
@@ -106,7 +109,7 @@ class ContainerFollower(ClientFollower):
         err = (await proc.stderr.read()).decode("utf-8", "replace")
         state = await self._state()
         if state.death is not None:
-            self.death = state.death
+            self._death = state.death
             self.note(f"{self.spec.label}: {state.death.reason}")
             return True
         if proc.returncode not in (0, None) and not state.running and since is None:
