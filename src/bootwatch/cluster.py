@@ -16,6 +16,7 @@ from typing import Any
 
 from bootwatch.durations import fmt_duration
 from bootwatch.session import Options, Session
+from bootwatch.sinks.protocol import Sink
 from bootwatch.tracker import Event, NodeStallEvent, StalledEvent, TimeoutEvent
 from bootwatch.tracker.verdict import Outcome, Verdict, cluster_outcome, cluster_verdict, combine, stall_state
 
@@ -36,7 +37,7 @@ def worst(outcomes: list[str]) -> str:
 class NodeSink:
     """Tags a node's events with its name and hands them to the shared sink."""
 
-    def __init__(self, sink: Any, name: str) -> None:
+    def __init__(self, sink: Sink, name: str) -> None:
         self.sink = sink
         self.name = name
 
@@ -46,9 +47,12 @@ class NodeSink:
     def note(self, now: float, text: str) -> None:
         self.sink.note(now, f"[{self.name}] {text}")
 
+    def close(self, summary: dict[str, Any], now: float) -> None:
+        """Nothing: the cluster's summary closes the shared sink, once."""
+
 
 class Cluster:
-    def __init__(self, nodes: list[Node], sink: Any, opts: Options, each: bool = False) -> None:
+    def __init__(self, nodes: list[Node], sink: Sink, opts: Options, each: bool = False) -> None:
         self.nodes = nodes
         self.sink = sink
         self.opts = opts

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
+from typing import TYPE_CHECKING
 
 from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
@@ -20,7 +21,10 @@ from bootwatch.sources.container_state import ContainerClient, ContainerState, D
 from bootwatch.sources.dedup import ReattachDedup
 from bootwatch.sources.docker import DockerClient
 from bootwatch.sources.kubectl import KubectlClient
-from bootwatch.sources.spec import Spec
+from bootwatch.sources.spec import Spec, parse_container
+
+if TYPE_CHECKING:
+    from bootwatch.sources.registry import Opening
 
 REATTACH_PAUSE_S = 0.5  # lets a restarting container come up before its logs are asked for again
 
@@ -120,6 +124,15 @@ class ContainerFollower(ClientFollower):
         self.restarts_seen = state.restarts
         self.note(f"{self.spec.label}: log stream ended; reattaching from {since}")
         return False
+
+
+# ---- the schemes (sources/registry.py) ------------------------------------------------------------
+def parse_spec(text: str) -> Spec:
+    return parse_container(text)
+
+
+def open_source(spec: Spec, opening: Opening) -> ContainerFollower:
+    return ContainerFollower(spec, note=opening.note)
 
 
 __all__ = ["ContainerFollower", "Death", "client_for"]
