@@ -24,16 +24,32 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Scheme:
     kinds: tuple[str, ...]  # the Spec kinds its module parses and opens
-    prefixes: tuple[str, ...]  # what a SOURCE starts with to be one of them ("" for none)
+    prefixes: tuple[str, ...]  # what a SOURCE starts with to be one of them (none: no prefix)
     module: str
+    forms: str  # how `watch --help` writes it
 
 
 SCHEMES = (
-    Scheme(("file",), (), "bootwatch.sources.local"),
-    Scheme(("ssh",), ("ssh://",), "bootwatch.sources.ssh"),
-    Scheme(("docker", "k8s"), ("docker://", "k8s://"), "bootwatch.sources.container"),
-    Scheme(("journald",), ("journald://",), "bootwatch.sources.journald"),
+    Scheme(("file",), (), "bootwatch.sources.local", "a local file"),
+    Scheme(
+        ("ssh",),
+        ("ssh://",),
+        "bootwatch.sources.ssh",
+        "ssh://[user@]host[:port]/path or [user@]host:/path (through the system ssh client)",
+    ),
+    Scheme(
+        ("docker", "k8s"),
+        ("docker://", "k8s://"),
+        "bootwatch.sources.container",
+        "docker://CONTAINER, k8s://[namespace/]pod[/container]",
+    ),
+    Scheme(("journald",), ("journald://",), "bootwatch.sources.journald", "journald://[namespace/]UNIT (journalctl)"),
 )
+
+
+def forms() -> str:
+    """The SOURCE forms, for the help text."""
+    return ", ".join(s.forms for s in SCHEMES[:-1]) + " or " + SCHEMES[-1].forms
 
 
 @dataclass
