@@ -99,6 +99,12 @@ class VerdictMachine:
     # ---- input -------------------------------------------------------------------------------------------
     def feed(self, signal: Signal) -> list[Event]:
         """Take one signal in; the events it decided (none once the watch is over: an outcome is final)."""
+        if self.outcome is not None:
+            # Decided: a late answer (a verification, an exit) changes nothing. What the log says still reaches
+            # the summary's parts (a death after ready, while `--then` runs).
+            if isinstance(signal, LogSays):
+                self.log = signal
+            return []
         if isinstance(signal, LogSays):
             self.log = signal
         elif isinstance(signal, Output):
@@ -119,8 +125,6 @@ class VerdictMachine:
                     self.last_moved = max(self.last_moved, a.t)
         elif isinstance(signal, InputEnd):
             self.input_ended = True
-        if self.outcome is not None:
-            return []
         out: list[Event] = []
         self._decide(signal.t, out)
         return out
