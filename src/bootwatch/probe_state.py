@@ -77,7 +77,6 @@ def read(path: Path) -> ProbeState:
         return ProbeState.from_json(json.load(f))
 
 
-_TERMINAL = {"ready": "ready", "failed": "failed", "stalled": "stalled", "timeout": "timeout"}
 
 
 class StateSink:
