@@ -8,7 +8,10 @@ between them, so the machine looks at the log while it is still arriving, as it 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +80,25 @@ def test_a_readiness_revoked_before_the_machine_took_it_is_never_said() -> None:
     assert summary["verdict"] == "failed" and summary["outcome"] == "failed"
     assert [ev.kind for ev in events if ev.kind in ("ready", "failed", "state")] == ["failed", "state"]
     assert not any(ev.kind == "phase" and getattr(ev, "name", "") == "ready" for ev in events)
+
+
+def test_the_issue_reproducer_replayed_at_speed_0_never_says_ready(tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    log.write_text(SGLANG_QUIET_WARMUP_FAIL)
+    out = subprocess.run(
+        [sys.executable, "-m", "bootwatch", "replay", "--speed", "0", "--json", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert out.returncode == 1, out.stderr
+    assert [x["event"] for x in lines if x["event"] in ("ready", "failed", "state", "summary")] == [
+        "failed",
+        "state",
+        "summary",
+    ]
+    assert lines[-1]["outcome"] == "failed" and lines[-1]["ready"] is None
 
 
 @pytest.mark.parametrize("label", corpus_labels(), ids=lambda p: f"{p.parent.name}/{p.stem}")
