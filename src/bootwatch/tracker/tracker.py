@@ -88,7 +88,8 @@ class Tracker:
             return []
         ev: list[Event] = []
         for p in launch.phases:
-            if p.name != "start":
+            # `start` is implied; `ready` is the verdict machine's to say, once it takes it.
+            if p.name not in ("start", "ready"):
                 ev.append(PhaseEvent(t=p.start_t, name=p.name, line_no=p.start_line, draft=p.draft, text=""))
         cur = launch.current
         if cur is not None and cur.progress is not None:
