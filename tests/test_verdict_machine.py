@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bootwatch.tracker.events import Event, StateEvent, TimeoutEvent
 from bootwatch.tracker.verdict import (
     InputEnd,
     LogSays,
@@ -18,6 +19,10 @@ from bootwatch.tracker.verdict import (
     combine,
     log_verdict,
 )
+
+
+def kinds(events: list[Event]) -> list[str]:
+    return [e.kind if not isinstance(e, StateEvent) else f"state:{e.state}" for e in events]
 
 
 def says(t: float, **kw: object) -> LogSays:
@@ -37,14 +42,16 @@ def test_a_url_the_user_gave_must_answer_before_ready() -> None:
     m = VerdictMachine(Policy(has_probe=True), 0.0)
     m.feed(says(1.0, ready=True))
     assert m.outcome is None
-    notices = m.feed(ProbeAnswer(2.0, up=True))
-    assert m.outcome is Outcome.READY and notices == []
+    events = m.feed(ProbeAnswer(2.0, up=True))
+    # The readiness is said when the machine takes it (the URL answered), not when the log said it.
+    assert m.outcome is Outcome.READY and kinds(events) == ["ready", "state:ready"]
 
 
 def test_a_guessed_url_answering_is_readiness_the_log_never_printed() -> None:
     m = VerdictMachine(Policy(has_probe=True, probe_required=False), 0.0)
-    notices = m.feed(ProbeAnswer(2.0, up=True))
-    assert m.outcome is Outcome.READY and [n.kind for n in notices] == ["ready_by_probe"]
+    events = m.feed(ProbeAnswer(2.0, up=True, url="http://h:1"))
+    assert m.outcome is Outcome.READY and kinds(events) == ["ready", "state:ready"]
+    assert m.ready is not None and m.ready.text == "http://h:1 answered 200"
 
 
 def test_a_dying_log_is_never_ready() -> None:
@@ -57,9 +64,9 @@ def test_a_dying_log_is_never_ready() -> None:
 def test_silence_warns_at_half_the_limit_then_stalls_scaled_by_phase() -> None:
     m = VerdictMachine(Policy(stall_s=10.0), 0.0)
     m.feed(says(0.0, phase="distributed_init"))
-    assert [n.kind for n in m.feed(Tick(4.0))] == []
-    assert [n.kind for n in m.feed(Tick(5.0, cpu_percent=0.0))] == ["stall"]
-    assert [n.kind for n in m.feed(Tick(10.0))] == ["stalled"]
+    assert kinds(m.feed(Tick(4.0))) == []
+    assert kinds(m.feed(Tick(5.0, cpu_percent=0.0))) == ["stall"]
+    assert kinds(m.feed(Tick(10.0))) == ["stalled", "state:stalled"]
     assert m.outcome is Outcome.STALLED and m.verdict() is Verdict.STALLED
 
 
@@ -68,17 +75,19 @@ def test_output_resets_the_silence_and_compile_gets_longer() -> None:
     m.feed(says(0.0, phase="compile"))  # 4x: 40 s
     m.feed(Output(30.0))
     assert m.feed(Tick(45.0)) == []
-    assert [n.kind for n in m.feed(Tick(51.0))] == ["stall"]
+    assert kinds(m.feed(Tick(51.0))) == ["stall"]
     assert m.outcome is None
 
 
 def test_timeout_names_the_phase() -> None:
     m = VerdictMachine(Policy(timeout_s=60.0, stall_s=None), 0.0)
-    notices = m.feed(Tick(61.0))
-    assert m.outcome is Outcome.TIMEOUT and "load_weights" not in notices[0].message
+    events = m.feed(Tick(61.0))
+    assert m.outcome is Outcome.TIMEOUT and isinstance(events[0], TimeoutEvent)
+    assert "load_weights" not in events[0].message
     m2 = VerdictMachine(Policy(timeout_s=60.0, stall_s=None), 0.0)
     m2.feed(says(1.0))
-    assert "load_weights" in m2.feed(Tick(61.0))[0].message
+    first = m2.feed(Tick(61.0))[0]
+    assert isinstance(first, TimeoutEvent) and "load_weights" in first.message
 
 
 def test_exit_before_ready_fails_after_ready_clean_stop_or_death() -> None:
@@ -100,13 +109,16 @@ def test_exit_before_ready_fails_after_ready_clean_stop_or_death() -> None:
 
 def test_verification_decides_after_the_log_said_ready() -> None:
     m = VerdictMachine(Policy(verify=True), 0.0)
-    notices = m.feed(says(1.0, ready=True))
-    assert [n.kind for n in notices] == ["verify"] and m.outcome is None
-    m.feed(VerifyResult(2.0, ok=False, latency_s=0.1, error="HTTP 500"))
+    events = m.feed(says(1.0, ready=True))
+    # Nothing is said before the answer: a readiness the model then disproves was never readiness.
+    assert events == [] and m.verify_pending and m.outcome is None
+    events = m.feed(VerifyResult(2.0, ok=False, latency_s=0.1, error="HTTP 500"))
     assert m.outcome is Outcome.FAILED and m.verdict() is Verdict.FAILED
+    assert kinds(events) == ["failed", "state:failed"]
+    assert m.decision().failure is not None and m.decision().failure.category == "warmup"
     m = VerdictMachine(Policy(verify=True), 0.0)
     m.feed(says(1.0, ready=True))
-    m.feed(VerifyResult(2.0, ok=True, latency_s=0.1, error=""))
+    assert kinds(m.feed(VerifyResult(2.0, ok=True, latency_s=0.1, error=""))) == ["ready", "state:ready"]
     assert m.outcome is Outcome.READY
 
 
