@@ -147,6 +147,17 @@ def _events(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+@pytest.fixture
+def watchers() -> Iterator[list[subprocess.Popen[str]]]:
+    """The watches a test started: a failed test must not leave one running."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def _watch(journal: Journal, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*BOOTWATCH, "watch", f"journald://{journal.namespace}/{journal.unit}", "--json", *extra],
@@ -156,8 +167,9 @@ def _watch(journal: Journal, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def test_watch_a_unit_through_the_real_journald(journal: Journal) -> None:
+def test_watch_a_unit_through_the_real_journald(journal: Journal, watchers: list[subprocess.Popen[str]]) -> None:
     watcher = _watch(journal, "--timeout", "60")
+    watchers.append(watcher)
     time.sleep(1.0)
     server = journal.run_as_unit(sys.executable, str(HELPERS / "fake_server.py"), str(READY_VLLM), "--scale", "0")
     out, err = watcher.communicate(timeout=90)
@@ -173,8 +185,9 @@ def test_watch_a_unit_through_the_real_journald(journal: Journal) -> None:
     assert any(e["event"] == "phase" and e["name"] == "load_weights" for e in events)
 
 
-def test_a_unit_whose_main_process_exits_is_a_death(journal: Journal) -> None:
+def test_a_unit_whose_main_process_exits_is_a_death(journal: Journal, watchers: list[subprocess.Popen[str]]) -> None:
     watcher = _watch(journal, "--timeout", "60", "--stall", "60")
+    watchers.append(watcher)
     time.sleep(1.0)
     # The start of a launch, then systemd's word that the main process exited: no line of the server says why.
     lines = READY_VLLM.read_bytes().splitlines()[:20]
