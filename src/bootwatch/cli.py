@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
             "(with --json its output goes to stderr and the summary, last, records it)",
         )
 
+    def bounded(c: argparse.ArgumentParser) -> None:
+        from bootwatch.agent.options import add_wait_options
+
+        add_wait_options(c)
+
     def export(c: argparse.ArgumentParser) -> None:
         c.add_argument(
             "--metrics-port",
@@ -118,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     live_common(w)
     timing(w)
     export(w)
+    bounded(w)
 
     rn = sub.add_parser(
         "run",
@@ -135,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     live_common(rn)
     timing(rn)
     export(rn)
+    bounded(rn)
     rn.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
 
     rp = sub.add_parser("replay", help="play a recorded log as if the server were starting now")

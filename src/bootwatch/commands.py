@@ -183,6 +183,10 @@ def _names(specs: list[Spec]) -> list[str]:
 
 
 async def watch(args: Any) -> int:
+    if getattr(args, "wait_at_most", None) is not None:
+        from bootwatch.agent import wait
+
+        return await wait.watch(args)
     specs = [parse_source(s) for s in args.sources]
     if args.verify and not args.url:
         raise UsageError("--verify needs --url")
