@@ -195,6 +195,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar=("A", "B"),
         help="two startups side by side, phase by phase (ids from --json or --html)",
     )
+    sub.add_parser(
+        "mcp",
+        help="a Model Context Protocol server on stdio for coding agents (needs bootwatch[mcp])",
+        description="Serve bootwatch's tools (start a server detached, wait for its startup within a bounded "
+        "time, read a log, stop it, list recent startups) to an MCP client over stdin/stdout.",
+    )
     return p
 
 
@@ -273,6 +279,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         return probe_main(args)
     if args.command == "history":
         return cmd_history(args, argv)
+    if args.command == "mcp":
+        from bootwatch.agent.mcp_server import main as mcp_main
+
+        return mcp_main()
     if args.command in ("watch", "run", "replay"):
         import asyncio
 

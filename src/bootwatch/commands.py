@@ -438,6 +438,8 @@ async def run(args: Any) -> int:
     # Every argument is checked before anything starts: a bad one exits 2 with nothing left behind.
     if args.detach and args.then:
         raise UsageError("--detach and --then: choose one (--detach leaves, --then runs CMD and stops the server)")
+    if getattr(args, "wait_at_most", None) is not None and not args.detach:
+        raise UsageError("--wait-at-most needs --detach (the server must run on when the wait ends)")
     url = check_url(args.url) if args.url else guess_url(argv)
     book, _ = rules_for(args.rules)
     analyzer = Analyzer(engine=args.engine, rules=args.rules, clock="arrival")
@@ -445,7 +447,12 @@ async def run(args: Any) -> int:
     log = ServerLog.open(Path(args.log)) if args.log else default_log_path(argv)
     log_path = log.path
     try:
-        sink = make_sink(args, [(str(log_path), analyzer)], str(log_path))
+        if getattr(args, "wait_at_most", None) is not None:
+            from bootwatch.agent import wait
+
+            sink = wait.make_sink(args, analyzer, str(log_path))
+        else:
+            sink = make_sink(args, [(str(log_path), analyzer)], str(log_path))
         guard = Guard()
     except BaseException:
         log.discard()
@@ -506,6 +513,13 @@ async def _run_started(
     record_as = (str(log_path), "run")
     stop_server = True
     try:
+        if getattr(args, "wait_at_most", None) is not None:
+            from bootwatch.agent import wait
+
+            code, stop_server = await wait.run_started(
+                args, session, follower.chunks(), server, log_path, lambda: follower.offset
+            )
+            return code
         outcome = await _with_interrupt(session.run(follower.chunks()))
         if outcome == "ready" and args.detach:
             stop_server = False

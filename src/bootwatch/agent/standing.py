@@ -159,6 +159,8 @@ def second_line(s: Standing) -> str:
             parts.append(f"nothing moved since the last call (log silent {fmt_duration(s.silent_s)})")
     if s.server is not None and not s.server["alive"]:
         parts.append(f"server pid {s.server['pid']} is gone")
+    elif s.server is not None and s.state not in ("failed", "died"):
+        parts.append(f"server pid {s.server['pid']} runs on; log: {s.log}")
     if s.state == "starting":
         parts.append("exit 3: call again to keep waiting")
     return " · ".join(parts) or "(nothing read yet)"

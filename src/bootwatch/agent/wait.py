@@ -170,11 +170,14 @@ def restore_times(analyzer: Analyzer, prev: resume.WaitState) -> None:
             ph.end_t = float(got[1])
 
 
-def kept_times(analyzer: Analyzer) -> tuple[list[Any] | None, list[list[Any]]]:
+def kept_times(analyzer: Analyzer, line_base: int = 0) -> tuple[list[Any] | None, list[list[Any]]]:
+    """`line_base`: lines of the file before the first one this analyzer numbered 1 (`run` counts from its
+    launch; a later `watch` of the file counts from its top)."""
     launch = analyzer.tracker.launch
     if launch is None:
         return None, []
-    return [launch.start_line, launch.start_t], [[p.name, p.start_line, p.start_t, p.end_t] for p in launch.phases]
+    phases = [[p.name, p.start_line + line_base, p.start_t, p.end_t] for p in launch.phases]
+    return [launch.start_line + line_base, launch.start_t], phases
 
 
 # ---- watch --wait-at-most --------------------------------------------------------------------------
@@ -297,6 +300,7 @@ def conclude(
     call_start: float,
     server: resume.ServerMark | None,
     log_path: str | None = None,
+    line_base: int = 0,
 ) -> int:
     """The summary and the standing, printed; the state kept for the next call; the history told once."""
     from bootwatch.commands import _exit_code
@@ -308,8 +312,8 @@ def conclude(
         summary["outcome"] = STILL_STARTING
     else:
         summary = session.summary(outcome)
-    lines = session.analyzer.next_no - 1
-    state = _next_state(prev, source, opened, session, summary, outcome, call_start, now, lines, server)
+    lines = session.analyzer.next_no - 1 + line_base
+    state = _next_state(prev, source, opened, session, outcome, call_start, now, lines, server, line_base)
     standing = Standing.build(
         session=session,
         summary=summary,
@@ -346,14 +350,14 @@ def _next_state(
     source: str,
     opened: Opened,
     session: Any,
-    summary: dict[str, Any],
     outcome: str,
     call_start: float,
     now: float,
     lines: int,
     server: resume.ServerMark | None,
+    line_base: int,
 ) -> resume.WaitState:
-    launch_t, phase_t = kept_times(session.analyzer)
+    launch_t, phase_t = kept_times(session.analyzer, line_base)
     mark = opened.mark
     if mark is not None:
         offset = opened.offset() if opened.offset is not None else mark.offset
@@ -375,6 +379,58 @@ def _next_state(
         launch_t=launch_t,
         phase_t=phase_t,
     )
+
+
+# ---- run --detach --wait-at-most --------------------------------------------------------------------
+def make_sink(args: Any, analyzer: Analyzer, source: str) -> Any:
+    """`run --wait-at-most`: quiet while it waits, like `watch --wait-at-most`."""
+    return _with_extras(Recorder(), args, source, analyzer)
+
+
+def _recorder_of(sink: Any) -> Recorder:
+    for s in (sink, getattr(sink, "main", None)):
+        if isinstance(s, Recorder):
+            return s
+    return Recorder()
+
+
+async def run_started(
+    args: Any, session: Any, chunks: Any, server: Any, log_path: Path, offset: Any
+) -> tuple[int, bool]:
+    """The server `run --detach` started, watched for at most DUR; the state it leaves is the one a later
+    `watch LOG --wait-at-most` of the same log resumes from (with the server's pid, so that its death is
+    seen). Returns the exit code and whether what is left of the server is to be stopped: only when it
+    failed (or a stop signal came); ready, still starting, stalled or late, it runs on."""
+    call_start = session.start
+    outcome = await _bounded(session, chunks, args.wait_at_most)
+    where = state_path(args, parse_source(str(log_path)))
+    base = count_lines(log_path, server.start_offset) if server.start_offset else 0
+    st = os.stat(log_path)
+    mark = resume.FileMark(st.st_dev, st.st_ino, server.start_offset, base + 1, offset())
+    try:
+        created = psutil.Process(server.pid).create_time()
+    except psutil.Error:
+        created = 0.0
+    from bootwatch.text import redact
+
+    smark = resume.ServerMark(server.pid, created, [redact(a) for a in server.argv])
+    opened = Opened(None, mark, False, offset)
+    recorder = _recorder_of(session.sink)
+    code = conclude(
+        args,
+        str(log_path),
+        session,
+        recorder,
+        opened,
+        None,
+        where,
+        outcome,
+        call_start,
+        smark,
+        log_path=str(log_path),
+        line_base=base,
+    )
+    return code, outcome in ("failed", "died", "interrupted")
 
 
 __all__ = ["EXIT_STILL_STARTING", "STILL_STARTING", "Recorder", "conclude", "until", "watch"]
