@@ -256,10 +256,20 @@ async def watch(args: Any) -> int:
     return conclude(args, spec.text, session, recorder, opened, prev_for_launch, where, outcome, now0, server)
 
 
+def _left_of(wait_s: float) -> float:
+    """DUR counts from when this bootwatch process began (its imports and catch-up included): "at most" is
+    what a caller with a tool-call budget relies on."""
+    try:
+        began = psutil.Process().create_time()
+    except psutil.Error:
+        return wait_s
+    return wait_s - max(0.0, time.time() - began)
+
+
 async def _bounded(session: Any, chunks: Any, wait_s: float) -> str:
     from bootwatch.commands import _with_interrupt
 
-    return await _with_interrupt(until(session.run(chunks), wait_s))
+    return await _with_interrupt(until(session.run(chunks), _left_of(wait_s)))
 
 
 def _with_extras(recorder: Recorder, args: Any, source: str, analyzer: Analyzer) -> Any:
