@@ -26,7 +26,6 @@ from bootwatch.text import shown
 from bootwatch.text.redact import redact, redact_obj
 from bootwatch.tracker.phases import RANK
 
-SLICE_S = 5.0  # a long wait is cut into bounded waits this long: each ends with a progress notification
 STOP_GRACE_S = 20.0  # SIGTERM, then this long for the group to go, then SIGKILL
 MAX_WAIT_S = 3600.0
 
@@ -64,6 +63,7 @@ class Tools:
     async def _cli(
         self, args: list[str], on_line: Callable[[str], Awaitable[None]] | None = None
     ) -> tuple[int, str, str]:
+        """Run bootwatch with `args`; each line of its output goes to `on_line` as it comes."""
         proc = await asyncio.create_subprocess_exec(
             *self.bootwatch,
             *args,
@@ -71,19 +71,32 @@ class Tools:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "BOOTWATCH_DEBUG": ""},
+            limit=1 << 24,  # a summary line can be long (facts, warnings)
         )
+        assert proc.stdout is not None and proc.stderr is not None
+        err_task = asyncio.ensure_future(proc.stderr.read())
+        out: list[str] = []
         try:
-            out, err = await proc.communicate()
+            async for raw in proc.stdout:
+                line = raw.decode(errors="replace").rstrip("\n")
+                out.append(line)
+                if on_line is not None:
+                    await on_line(line)
+            await proc.wait()
+            err = (await err_task).decode(errors="replace")
         except BaseException:
             # The tool call was cancelled: the bounded wait it ran goes too (it never stops a server).
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
+            err_task.cancel()
             raise
-        return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+        return proc.returncode or 0, "\n".join(out), err
 
-    async def _json(self, args: list[str], ok: tuple[int, ...]) -> tuple[int, dict[str, Any]]:
-        code, out, err = await self._cli(args)
+    async def _json(
+        self, args: list[str], ok: tuple[int, ...], on_line: Callable[[str], Awaitable[None]] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        code, out, err = await self._cli(args, on_line)
         last = next((ln for ln in reversed(out.splitlines()) if ln.startswith("{")), None)
         if code not in ok or last is None:
             raise ToolFailure(_error_text(err, code))
@@ -128,24 +141,28 @@ class Tools:
         engine: str | None,
         progress: Callable[[float, float, str], Awaitable[None]] | None = None,
     ) -> Answer:
-        """Bounded waits of SLICE_S each until `wait_s` is spent or the startup ends; a progress notification
-        after each slice in which the startup moved (its phase, as a number that only grows)."""
+        """One bounded wait (`watch SOURCE --wait-at-most wait_s --json`); each phase and progress event it
+        prints becomes a progress notification (the phase as a number that only grows; ready is the total)."""
         _check_source(source)
         _check_wait(wait_s)
-        deadline = time.monotonic() + wait_s
-        said = -1.0
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            args = ["watch", source, "--json", "--wait-at-most", f"{min(SLICE_S, left):.3f}s"]
-            code, data = await self._json(args + _opt("--url", url) + _opt("--engine", engine), (0, 1, 3, 4, 124))
-            st = data.get("standing") or {}
-            if progress is not None:
-                value = _progress_value(st)
-                if value > said:
-                    said = value
-                    await progress(value, float(RANK["ready"]), _standing_text(data).splitlines()[0])
-            if code != 3 or deadline - time.monotonic() <= 0.05:
-                return Answer(_compact(data, code), _standing_text(data))
+        said = [-1.0]
+
+        async def on_line(line: str) -> None:
+            if progress is None or not line.startswith("{"):
+                return
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                return
+            step = _event_progress(ev)
+            if step is not None and step[0] > said[0]:
+                said[0] = step[0]
+                await progress(step[0], float(RANK["ready"]), step[1])
+
+        args = ["watch", source, "--json", "--wait-at-most", f"{wait_s:.3f}s"]
+        args += _opt("--url", url) + _opt("--engine", engine)
+        code, data = await self._json(args, (0, 1, 3, 4, 124), on_line)
+        return Answer(_compact(data, code), _standing_text(data))
 
     async def read_log(self, path: str, engine: str | None) -> Answer:
         _check_source(path)
@@ -264,13 +281,18 @@ async def _stop_group(pid: int) -> str:
     return "SIGKILL (something of it may be left)"
 
 
-def _progress_value(st: dict[str, Any]) -> float:
-    """The phase as a number that grows as the startup goes: its rank, plus its progress within it."""
-    rank = RANK.get(str(st.get("phase") or "start"), 0)
-    if st.get("phase") == "ready" or st.get("state") == "ready":
-        return float(RANK["ready"])
-    p = st.get("progress")
-    return float(rank) + (min(float(p), 0.99) if isinstance(p, int | float) else 0.0)
+def _event_progress(ev: dict[str, Any]) -> tuple[float, str] | None:
+    """A phase, progress or ready event as (a number that grows as the startup goes: the phase's rank plus
+    its progress within it, message)."""
+    kind = ev.get("event")
+    if kind == "ready":
+        return float(RANK["ready"]), "ready"
+    if kind == "phase" and ev.get("name") in RANK:
+        return float(RANK[ev["name"]]), f"phase {ev['name']}"
+    if kind == "progress" and ev.get("phase") in RANK and isinstance(ev.get("progress"), int | float):
+        p = min(float(ev["progress"]), 0.99)
+        return RANK[ev["phase"]] + p, f"{ev['phase']} {float(ev['progress']) * 100:.0f}%"
+    return None
 
 
 def _compact(data: dict[str, Any], code: int) -> dict[str, Any]:

@@ -36,19 +36,27 @@ MIN_LOOK_S = 0.3
 
 
 class Recorder:
-    """The sink of a bounded wait: nothing is printed while it waits (the caller wants the standing, not a
-    stream); it keeps what the standing needs (the latest ETA of each phase, bootwatch's own notes)."""
+    """The sink of a bounded wait. It keeps what the standing needs (the latest ETA of each phase,
+    bootwatch's own notes); with --json the events also go out as they happen (the SPEC's stream: a resumed
+    call prints only what is new), the summary with the standing last. Text output is the standing alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, json_out: bool = False) -> None:
+        from bootwatch.sinks.events import JsonSink
+
         self.etas: dict[str, EtaEvent] = {}
         self.notes: list[str] = []
+        self.out = JsonSink() if json_out else None
 
     def note(self, now: float, text: str) -> None:
         self.notes.append(text)
+        if self.out is not None:
+            self.out.note(now, text)
 
     def event(self, ev: Event, now: float) -> None:
         if isinstance(ev, EtaEvent):
             self.etas[ev.phase] = ev
+        if self.out is not None:
+            self.out.event(ev, now)
 
     def close(self, summary: dict[str, Any], now: float) -> None:
         pass
@@ -219,7 +227,7 @@ async def watch(args: Any) -> int:
     now0 = time.time()
     year = year_of(spec.path) if spec.kind == "file" and Path(spec.path).exists() else None
     analyzer = Analyzer(engine=args.engine, rules=args.rules, year=year, clock="arrival")
-    recorder = Recorder()
+    recorder = Recorder(json_out=args.json)
     sink = _with_extras(recorder, args, spec.text, analyzer)
     note = lambda text: recorder.note(time.time(), text)  # noqa: E731
     if spec.kind == "file":
@@ -227,9 +235,11 @@ async def watch(args: Any) -> int:
     else:
         opened = Opened(_open_source(spec, analyzer, sink, args), None, prev is not None)
     if opened.note:
-        recorder.notes.append(opened.note)
+        recorder.note(now0, opened.note)
     if not opened.resumed or prev is None:
         prev_for_launch = None
+        for ev in analyzer.tracker.snapshot():  # what the launch went through before the first call looked
+            sink.event(ev, now0)
     else:
         prev_for_launch = prev
         restore_times(analyzer, prev)
@@ -394,7 +404,7 @@ def _next_state(
 # ---- run --detach --wait-at-most --------------------------------------------------------------------
 def make_sink(args: Any, analyzer: Analyzer, source: str) -> Any:
     """`run --wait-at-most`: quiet while it waits, like `watch --wait-at-most`."""
-    return _with_extras(Recorder(), args, source, analyzer)
+    return _with_extras(Recorder(json_out=args.json), args, source, analyzer)
 
 
 def _recorder_of(sink: Any) -> Recorder:
