@@ -11,8 +11,10 @@ try:  # the tools' annotations are read by the SDK: its types must be this modul
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, TextContent
+
+    HAVE_MCP = True
 except ImportError:  # pragma: no cover - the extra is not installed
-    MCPServer = None
+    HAVE_MCP = False
 
 from bootwatch import __version__
 from bootwatch.agent.tools import Answer, ToolFailure, Tools
@@ -28,7 +30,7 @@ INSTRUCTIONS = (
 
 
 def build(tools: Tools | None = None) -> Any:
-    if MCPServer is None:
+    if not HAVE_MCP:
         raise UsageError("bootwatch mcp needs the MCP SDK: pip install 'bootwatch[mcp]'")
 
     t = tools or Tools()

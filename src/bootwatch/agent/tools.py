@@ -162,6 +162,9 @@ class Tools:
         args = ["watch", source, "--json", "--wait-at-most", f"{wait_s:.3f}s"]
         args += _opt("--url", url) + _opt("--engine", engine)
         code, data = await self._json(args, (0, 1, 3, 4, 124), on_line)
+        st = data.get("standing") or {}
+        if progress is not None and st.get("state") == "ready" and said[0] < RANK["ready"]:
+            await progress(float(RANK["ready"]), float(RANK["ready"]), "ready")  # read before we looked
         return Answer(_compact(data, code), _standing_text(data))
 
     async def read_log(self, path: str, engine: str | None) -> Answer:

@@ -238,11 +238,13 @@ async def watch(args: Any) -> int:
         recorder.note(now0, opened.note)
     if not opened.resumed or prev is None:
         prev_for_launch = None
-        for ev in analyzer.tracker.snapshot():  # what the launch went through before the first call looked
-            sink.event(ev, now0)
+        said = analyzer.tracker.snapshot()  # what the launch went through before the first call looked
     else:
         prev_for_launch = prev
         restore_times(analyzer, prev)
+        said = _current_phase(analyzer.tracker.snapshot())  # a resumed stream starts where it stands
+    for ev in said:
+        sink.event(ev, now0)
     server = prev_for_launch.server if prev_for_launch is not None else None
     pid = args.pid if args.pid is not None else (server.pid if server is not None and server_alive(server) else None)
     probe = HttpProbe(args.url) if args.url else None
@@ -280,6 +282,14 @@ async def _bounded(session: Any, chunks: Any, wait_s: float) -> str:
     from bootwatch.commands import _with_interrupt
 
     return await _with_interrupt(until(session.run(chunks), _left_of(wait_s)))
+
+
+def _current_phase(snapshot: list[Event]) -> list[Event]:
+    """Of a catch-up snapshot, the current phase's events only: what a resumed call's stream says first."""
+    from bootwatch.tracker.events import PhaseEvent
+
+    last = max((i for i, ev in enumerate(snapshot) if isinstance(ev, PhaseEvent)), default=None)
+    return [] if last is None else snapshot[last:]
 
 
 def _with_extras(recorder: Recorder, args: Any, source: str, analyzer: Analyzer) -> Any:
