@@ -129,3 +129,43 @@ def test_wait_state_path_and_usage_errors(tmp_path: Path) -> None:
     ):
         code, _, _, text = bw(home, *args)
         assert code == 2 and says in text, (args, text)
+
+
+def test_silence_before_the_call_counts_toward_stall(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"".join(_lines(VLLM_LOG)[:16]))
+    old = time.time() - 300
+    os.utime(log, (old, old))  # the log last grew five minutes ago
+    code, s, _, _ = bw(tmp_path / "home", "watch", str(log), "--wait-at-most", "2s", "--stall", "60s", "--json")
+    assert code == 4 and s["standing"]["state"] == "stalled" and s["standing"]["silent_s"] >= 299
+    code, s, _, _ = bw(tmp_path / "home2", "watch", str(log), "--wait-at-most", "1s", "--stall", "20m", "--json")
+    assert code == 3 and s["standing"]["state"] == "starting"
+
+
+def test_a_detached_server_that_vanishes_is_a_failure_of_the_next_wait(tmp_path: Path) -> None:
+    head = tmp_path / "head.log"
+    head.write_bytes(b"".join(_lines(VLLM_LOG)[:16]))
+    log, home = tmp_path / "server.log", tmp_path / "home"
+    code, s, _, _ = bw(
+        home,
+        "run",
+        "--detach",
+        "--wait-at-most",
+        "1s",
+        "--json",
+        "--log",
+        str(log),
+        "--",
+        "bash",
+        "-c",
+        f"cat {head}; sleep 2",
+    )
+    assert code == 3 and s["standing"]["server"]["alive"] is True, s
+    pid = s["standing"]["server"]["pid"]
+    deadline = time.time() + 10
+    while time.time() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    code, s, _, _ = bw(home, "watch", str(log), "--wait-at-most", "5s", "--json")
+    assert code == 1 and s["standing"]["state"] == "failed"
+    assert f"pid {pid}) is gone" in s["standing"]["root_cause"] and s["standing"]["server"]["alive"] is False
+    assert s["standing"]["calls"] == 2 and s["standing"]["phase"] == "load_weights"

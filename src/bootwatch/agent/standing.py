@@ -130,7 +130,7 @@ def headline(s: Standing) -> str:
     if s.state in ("failed", "died"):
         return f"failed in {phase} after {took}: {s.root_cause or '(no error text: see the log)'}"
     if s.state == "stalled":
-        return f"stalled in {phase}: no output for {fmt_duration(s.silent_s)} while the server runs"
+        return f"stalled in {phase}: no output for {fmt_duration(s.silent_s)} (--stall)"
     if s.state == "timeout":
         return f"timed out in {phase} after {took} (--timeout)"
     if s.state == "interrupted":
@@ -154,7 +154,9 @@ def second_line(s: Standing) -> str:
         parts.append(f"last line {s.last_line['line_no']}: {s.last_line['text']}")
     if s.calls > 1:
         if s.moved:
-            parts.append(f"moved since the last call (+{s.new_lines} lines)")
+            parts.append(
+                f"moved since the last call (+{s.new_lines} lines)" if s.new_lines else "changed since the last call"
+            )
         else:
             parts.append(f"nothing moved since the last call (log silent {fmt_duration(s.silent_s)})")
     if s.server is not None and not s.server["alive"]:

@@ -314,7 +314,7 @@ def _carry_clock(session: Any, launch_seen_t: float, last_output_t: float) -> No
     silence that began before this call counts toward --stall."""
     m = session.machine
     m.start = min(m.start, launch_seen_t)
-    m.last_output = min(m.last_output, max(last_output_t, launch_seen_t))
+    m.last_output = min(m.last_output, last_output_t)
     m.last_moved = m.last_output
 
 
