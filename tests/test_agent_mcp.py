@@ -120,3 +120,34 @@ async def test_wait_sends_progress_notifications_as_phases_pass(tmp_path: Path) 
     assert seen[-1][0] == seen[-1][1]  # ready is the whole way
     assert any("load_weights" in (m or "") for _, _, m in seen), seen
     assert state["standing"]["state"] == "ready" and state_text.startswith("ready after")
+
+
+async def test_start_and_stop_a_server_with_its_secret_masked(tmp_path: Path) -> None:
+    secret = "sk-abcdefgh12345678secret"
+    head = b"".join(ln + b"\n" for ln in VLLM_LOG.read_bytes().split(b"\n")[:16])
+    (tmp_path / "head.log").write_bytes(head)
+    script = f"cat {tmp_path / 'head.log'}; exec sleep 60"
+    command = ["bash", "-c", script, "server", "--api-key", secret]
+    async with bootwatch_mcp(tmp_path / "home") as s:
+        result = await s.call_tool("start_server", {"command": command, "wait_s": 1})
+        text, obj = payload(result)
+        everything = text + result.content[1].text
+        assert secret not in everything and "--api-key ***" in everything
+        assert obj["exit_code"] == 3 and obj["standing"]["phase"] == "load_weights"
+        pid = obj["standing"]["server"]["pid"]
+        log = obj["standing"]["log"]
+        assert Path(log).parent == tmp_path / "home" / "logs"
+        text, state = payload(await s.call_tool("server_state", {"pid": pid}))
+        assert state["server"] == {"pid": pid, "alive": True, "started_here": True}
+        text, stopped = payload(await s.call_tool("stop_server", {"pid": pid}))
+        assert (
+            stopped["stopped"] is True and stopped["how"] == "SIGTERM" and text.startswith(f"stopped server pid {pid}")
+        )
+    deadline = time.time() + 5
+    while (
+        time.time() < deadline
+        and Path(f"/proc/{pid}/status").exists()
+        and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    ):
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}/status").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
