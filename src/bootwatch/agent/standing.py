@@ -135,6 +135,8 @@ def headline(s: Standing) -> str:
         return f"timed out in {phase} after {took} (--timeout)"
     if s.state == "interrupted":
         return f"interrupted while in {phase} ({took} in all); the server was left as it was"
+    if s.phase is None:
+        return f"still starting: nothing read yet ({took} in all)"
     text = f"still starting: {phase}{_pct(s.progress)} for {fmt_duration(s.phase_elapsed_s)} ({took} in all)"
     if s.eta:
         p50, rest = s.eta.get("p50_s"), s.eta.get("to_ready_p50_s")
@@ -152,6 +154,8 @@ def second_line(s: Standing) -> str:
     parts = []
     if s.last_line:
         parts.append(f"last line {s.last_line['line_no']}: {s.last_line['text']}")
+    elif s.notes:
+        parts.append(s.notes[-1])
     if s.calls > 1:
         if s.moved:
             parts.append(

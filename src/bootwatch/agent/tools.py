@@ -119,7 +119,7 @@ class Tools:
             resume_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(command[0]).name)[:40] or "server"
             log = str(resume_dir / f"bootwatch-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-        args = ["run", "--detach", "--json", "--wait-at-most", f"{wait_s}s", "--log", log]
+        args = ["run", "--detach", "--json", "--wait-at-most", f"{wait_s:.3f}s", "--log", log]
         args += _opt("--url", url) + _opt("--engine", engine) + ["--", *command]
         code, data = await self._json(args, ok=(0, 1, 3, 4, 124))
         st = data.get("standing") or {}
