@@ -300,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:  # a bad DUR
         print(f"bootwatch: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while the arguments are parsed: nothing started yet
+        return 130
     try:
         return _dispatch(args, argv)
     except UsageError as e:
