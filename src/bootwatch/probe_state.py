@@ -77,8 +77,6 @@ def read(path: Path) -> ProbeState:
         return ProbeState.from_json(json.load(f))
 
 
-
-
 class StateSink:
     """A sink that keeps the state file up to date. The heartbeat thread rewrites it while nothing happens:
     a silent phase must not look like a dead watcher."""
