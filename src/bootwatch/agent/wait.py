@@ -270,12 +270,17 @@ async def watch(args: Any) -> int:
 
 def _left_of(wait_s: float) -> float:
     """DUR counts from when this bootwatch process began (its imports and catch-up included): "at most" is
-    what a caller with a tool-call budget relies on."""
+    what a caller with a tool-call budget relies on. The age comes from /proc (start time and uptime, both
+    in 10 ms ticks since boot): psutil's create_time adds the boot time, which /proc gives in whole seconds."""
     try:
-        began = psutil.Process().create_time()
-    except psutil.Error:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
         return wait_s
-    return wait_s - max(0.0, time.time() - began)
+    return wait_s - min(max(0.0, age), wait_s)
 
 
 async def _bounded(session: Any, chunks: Any, wait_s: float) -> str:
