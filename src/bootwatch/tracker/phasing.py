@@ -71,7 +71,7 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
 # ---- what they do ----------------------------------------------------------------------------------
 def _begin(launch: Launch, name: str, draft: bool, line: Line, t: float | None, ev: list[Event]) -> None:
     launch.close_phase(line.no, t)
-    launch.phases.append(Phase(name, line.no, t, draft=draft))
+    launch.open_phase(Phase(name, line.no, t, draft=draft))
     cancel_candidates(launch, line.proc)
     ev.append(PhaseEvent(t=t, name=name, line_no=line.no, draft=draft, text=line.text))
 
@@ -137,7 +137,7 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
 
 def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event]) -> None:
     launch.close_phase(line.no, t)
-    launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
+    launch.open_phase(Phase("ready", line.no, t, line.no, t, done=True, end_log_t=launch.last_log_t))
     ready_text = line.text.strip()
     launch.ready = {"line_no": line.no, "text": ready_text}
     launch.ready_engine = launch.engine

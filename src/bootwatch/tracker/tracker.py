@@ -158,6 +158,8 @@ class Tracker:
                 "launches": self.launches,
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
+                "caught_up": launch.caught_up,
+                "launch_t": launch.phases[0].start_log_t if launch.phases else None,
                 "last_line_no": launch.last_no,
                 "serving": self.serving.summary(),
             },
