@@ -109,6 +109,7 @@ def render(entries: list[StoredStartup], console: Console) -> None:
         console.print(Text(f"no startups recorded yet ({store_path()})"))
         return
     t = Table(box=None, header_style="bold", pad_edge=False)
+    t.add_column("id", justify="right", no_wrap=True)  # what --compare takes
     for col in ("when", "engine", "model", "outcome", "to ready", "phases", "source"):
         t.add_column(col, overflow="fold")
     # A root cause can be 2 KB; the table shows its start, --json all of it.
@@ -118,6 +119,7 @@ def render(entries: list[StoredStartup], console: Console) -> None:
         outcome = s.verdict + (f" ({s.root_cause_category})" if s.root_cause_category else "")
         took = s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
         t.add_row(
+            Text(str(s.id) if s.id is not None else "-"),
             Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started_at))),
             _text(engine),
             _text(s.model),
