@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from bootwatch.tracker.tracker import Tracker
 
 ALIAS = {"load_draft": "load_weights"}
+# A progress rule named so counts whatever phase is under way (a bar with no label of its own).
+CURRENT = "current"
 
 
 # ---- steps -----------------------------------------------------------------------------------------
@@ -114,6 +116,8 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
     cur = launch.current
     if cur is None:
         return
+    if name == CURRENT:  # a bar with no label: it counts the phase under way
+        name = ALIAS.get(cur.name, cur.name)
     if ALIAS.get(cur.name, cur.name) != name and _later(name, cur):
         _begin(launch, name, False, line, t, ev)
         cur = launch.current
