@@ -103,7 +103,9 @@ def _screen(command: str, demo: Path, home: Path) -> str:
                 f.write(line)
                 f.flush()
                 time.sleep(0.1)
-            f.write(b"\r 50%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88     | 17/34 [00:04<00:04,  4.18it/s]\n")
+            f.write(
+                b"\r 50%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88     | 17/34 [00:04<00:04,  4.18it/s]\n"
+            )
         time.sleep(2.0)
         screen = subprocess.run(
             ["tmux", "-L", name, "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=10
