@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from bootwatch.tracker.events import Event, StateEvent, TimeoutEvent
+from bootwatch.tracker.events import Event, NodeStallEvent, StateEvent, TimeoutEvent
 from bootwatch.tracker.verdict import (
+    ClusterMachine,
     InputEnd,
     LogSays,
+    NodeSays,
     Outcome,
     Output,
     Policy,
@@ -146,3 +148,35 @@ def test_several_sources() -> None:
     assert combine([Outcome.READY, Outcome.STALLED, Outcome.TIMEOUT]) is Outcome.STALLED
     assert combine([Outcome.READY, Outcome.DIED]) is Outcome.FAILED
     assert combine([Outcome.READY, Outcome.READY]) is Outcome.READY
+
+
+def test_the_cluster_machine_decides_a_silent_node_stalls_the_whole() -> None:
+    m = ClusterMachine(stall_s=10.0, timeout_s=3600.0, start=0.0)
+    nodes = lambda t, quiet2: [  # noqa: E731
+        NodeSays("node1", "load_weights", t, None),
+        NodeSays("node2", "distributed_init", quiet2, None),
+    ]
+    assert m.feed(4.0, nodes(4.0, 0.0)) == []
+    warned = m.feed(5.0, nodes(5.0, 0.0))
+    assert kinds(warned) == ["stall"] and warned[0].node == "node2"
+    assert isinstance(warned[0], NodeStallEvent) and "node1 at load_weights" in warned[0].message
+    ended = m.feed(10.0, nodes(10.0, 0.0))
+    assert kinds(ended) == ["stalled", "state:stalled"] and m.outcome is Outcome.STALLED
+    assert m.feed(11.0, nodes(11.0, 0.0)) == []  # decided: final
+
+
+def test_the_cluster_machine_times_out_naming_the_late_nodes_and_names_a_failed_node() -> None:
+    m = ClusterMachine(stall_s=None, timeout_s=60.0, start=0.0)
+    events = m.feed(61.0, [NodeSays("node1", "ready", 61.0, Outcome.READY), NodeSays("node2", "warmup", 61.0, None)])
+    assert kinds(events) == ["state:ready"] and m.outcome is Outcome.READY  # the first node serves: ready
+    m = ClusterMachine(stall_s=None, timeout_s=60.0, start=0.0)
+    events = m.feed(61.0, [NodeSays("node1", "compile", 61.0, None), NodeSays("node2", "warmup", 61.0, None)])
+    assert kinds(events) == ["timeout", "state:timeout"]
+    assert isinstance(events[0], TimeoutEvent) and "node1 in compile, node2 in warmup" in events[0].message
+    m = ClusterMachine(stall_s=None, timeout_s=60.0, start=0.0)
+    m.feed(5.0, [NodeSays("node1", "compile", 5.0, None), NodeSays("node2", "warmup", 5.0, Outcome.FAILED)])
+    assert m.outcome is Outcome.FAILED and m.failed_node == "node2"
+    each = ClusterMachine(stall_s=None, timeout_s=60.0, start=0.0, each=True)
+    assert each.feed(5.0, [NodeSays("a", "ready", 5.0, Outcome.READY), NodeSays("b", "warmup", 5.0, None)]) == []
+    each.feed(6.0, [NodeSays("a", "ready", 6.0, Outcome.READY), NodeSays("b", "warmup", 6.0, Outcome.STALLED)])
+    assert each.outcome is Outcome.STALLED and each.failed_node is None

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.errors import UsageError
@@ -25,7 +25,7 @@ from bootwatch.probes.http import HttpProbe
 from bootwatch.probes.url import check_url, guess_url
 from bootwatch.session import Options, Session
 from bootwatch.sinks import history
-from bootwatch.sinks.protocol import ServerAware, Sink
+from bootwatch.sinks.protocol import HandsOver, ServerAware, Sink
 from bootwatch.sources.fd_follow import FdFollower
 from bootwatch.sources.interrupts import Interrupts
 from bootwatch.sources.process import ServerLog, ServerProcess
@@ -180,6 +180,8 @@ async def _end(end: _Ending, summary: dict[str, Any], outcome: str) -> Result:
         end.record(summary)
         close_sink(end.sink, summary, outcome)
         return Result(outcome, summary)
+    if isinstance(end.sink, HandsOver):  # a live view gives the terminal to CMD before it runs
+        end.sink.handover(summary, time.time(), end.then)
     then = await run_then(end.then, end.server, end.guard, to_stderr=end.then_to_stderr)
     summary["then"] = then.to_json()
     note = then_note(then)
@@ -379,6 +381,11 @@ class ServerRun:
 
     async def watch(self) -> str:
         """Until the machine decides (past ready when following): the outcome, or "interrupted"."""
+        session, chunks = self.prepare()
+        return await until_stopped(session.run(chunks), self.stop)
+
+    def prepare(self) -> tuple[Session, AsyncIterator[bytes]]:
+        """The session over the server's log, and the chunks it is to read (watch() runs it to its end)."""
         cfg, server, sink = self.cfg, self.server, self.sink
         sink.note(time.time(), f"started pid {server.pid}: {shlex.join(server.argv)}  (log: {self.log.path})")
         if isinstance(sink, ServerAware):  # the probe's state file names the server's pid
@@ -401,7 +408,11 @@ class ServerRun:
             source=self._follower,
             insight=Insight(self.analyzer.tracker, server.tree, server.argv),
         )
-        return await until_stopped(self._session.run(self._follower.chunks()), self.stop)
+        return self._session, self._follower.chunks()
+
+    def log_offset(self) -> int:
+        """How far into the log file the session has read."""
+        return self._follower.offset if self._follower is not None else self.server.start_offset
 
     @property
     def probe_url(self) -> str | None:
@@ -446,9 +457,23 @@ class ServerRun:
         self.log.close()
 
 
+T = TypeVar("T")
+Body = Callable[[ServerRun], Awaitable[tuple[T, bool]]]  # what is done with a started server; stop it after?
+
+
+async def _watch_and_end(r: ServerRun) -> tuple[Result, bool]:
+    return await r.end(await r.watch())
+
+
 async def run(cfg: RunConfig, sink_for: SinkFor, stop: Interrupts | None = None) -> Result | None:
     """`bootwatch run`: start, watch, end; the server is stopped unless --detach or --keep says otherwise.
     None when a stop signal came before the server started."""
+    return await run_with(cfg, sink_for, _watch_and_end, stop)
+
+
+async def run_with(cfg: RunConfig, sink_for: SinkFor, body: Body[T], stop: Interrupts | None = None) -> T | None:
+    """Start the server, do `body` with it, stop it if `body` says so; the guard is let go only once the
+    group is known to be stopped (or meant to run on). None when a stop signal came before the start."""
     r = ServerRun(cfg, sink_for, stop)
     if not r.start():
         return None
@@ -456,8 +481,7 @@ async def run(cfg: RunConfig, sink_for: SinkFor, stop: Interrupts | None = None)
     try:
         stop_server = True
         try:
-            outcome = await r.watch()
-            result, stop_server = await r.end(outcome)
+            result, stop_server = await body(r)
             return result
         finally:
             await r.close_watch()

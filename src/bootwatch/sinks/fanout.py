@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bootwatch.sinks.protocol import ServerAware, Sink
+from bootwatch.sinks.protocol import HandsOver, ServerAware, Sink
 from bootwatch.tracker import Event
 
 
@@ -30,6 +30,10 @@ class FanOut:
         for s in self.extra:
             s.close(summary, now)
         self.main.close(summary, now)
+
+    def handover(self, summary: dict[str, Any], now: float, what: str) -> None:
+        if isinstance(self.main, HandsOver):
+            self.main.handover(summary, now, what)
 
     def set_server(self, pid: int) -> None:
         for s in (self.main, *self.extra):

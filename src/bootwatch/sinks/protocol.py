@@ -22,6 +22,13 @@ class ServerAware(Protocol):
     def set_server(self, pid: int) -> None: ...
 
 
+@runtime_checkable
+class HandsOver(Protocol):
+    """A sink that owns the terminal (the live view): it ends its drawing before another program takes it."""
+
+    def handover(self, summary: dict[str, Any], now: float, what: str) -> None: ...
+
+
 class NullSink:
     """Keeps what it is told (for tests and for callers that only want the summary)."""
 

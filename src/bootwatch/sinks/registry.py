@@ -72,7 +72,9 @@ def user_sink(out: Output, names: Sequence[str], source: str) -> Sink:
 
         from bootwatch.sinks.live_view import LiveSink
 
-        return LiveSink(list(names), source, Console(highlight=False))
+        console = Console(highlight=False)
+        if LiveSink.fits(console):  # a terminal too small for the view gets the plain lines
+            return LiveSink(list(names), source, console)
     from bootwatch.sinks.events import PlainSink
 
     return PlainSink(source=source)
@@ -80,7 +82,11 @@ def user_sink(out: Output, names: Sequence[str], source: str) -> Sink:
 
 def make_sink(out: Output, names: Sequence[str], source: str, tracker: Tracker | None = None) -> Sink:
     """The user's sink, with every extra sink its options ask for. `tracker`: the one startup's, if one."""
-    main = user_sink(out, names, source)
+    return with_extras(user_sink(out, names, source), out, source, tracker)
+
+
+def with_extras(main: Sink, out: Output, source: str, tracker: Tracker | None = None) -> Sink:
+    """`main`, or a FanOut of it and the extra sinks the options ask for."""
     extra: list[Sink] = []
     for ref in EXTRAS:
         module, name = ref.split(":")
@@ -94,4 +100,4 @@ def make_sink(out: Output, names: Sequence[str], source: str, tracker: Tracker |
     return FanOut(main, *extra)
 
 
-__all__ = ["EXTRAS", "Output", "make_sink"]
+__all__ = ["EXTRAS", "Output", "make_sink", "with_extras"]

@@ -20,6 +20,7 @@ def catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
     with path.open("rb") as f:
         f.seek(start)
         fed, _ = analyze_file(f, analyzer, str(path), complete_only=True, clock=time.time)
+    analyzer.mark_caught_up()
     return start + fed
 
 
