@@ -34,13 +34,10 @@ from bootwatch.tracker.events import (
     EtaEvent,
     Event,
     FactEvent,
-    FailedEvent,
     PhaseEvent,
     ProgressEvent,
-    ReadyEvent,
-    StalledEvent,
     StallEvent,
-    TimeoutEvent,
+    StateEvent,
 )
 from bootwatch.tracker.phases import ORDER
 
@@ -130,21 +127,22 @@ class MetricsSink:
                     self.progress.set(float(ev.progress))
             case StallEvent():
                 self.stalls.inc()
-            case ReadyEvent():
-                self.state.state("ready")
-                self.phase.state("ready")
-                self.to_ready.set(now - self.started)
-                self.eta.set(0.0)
-                self.ended = now
-            case FailedEvent():
-                self.state.state("died" if ev.runtime else "failed")
-                if self.ended is None:
-                    self.ended = now
-            case StalledEvent() | TimeoutEvent():
-                self.state.state(ev.kind)
-                self.ended = now
+            case StateEvent():
+                self._on_state(ev, now)
             case FactEvent():
                 self._on_fact(ev)
+
+    def _on_state(self, ev: StateEvent, now: float) -> None:
+        """The verdict machine's state, mirrored; its time to ready only for a startup it called ready."""
+        if ev.state in STATES:
+            self.state.state(ev.state)
+        if ev.state == "ready":
+            self.phase.state("ready")
+            if ev.time_to_ready_s is not None:
+                self.to_ready.set(ev.time_to_ready_s)
+            self.eta.set(0.0)
+        if ev.state != "starting" and self.ended is None:
+            self.ended = now
 
     def _on_phase(self, ev: PhaseEvent) -> None:
         name = ev.name
@@ -167,11 +165,14 @@ class MetricsSink:
             self._fact(name, ev.value)
 
     def close(self, summary: dict[str, Any], now: float) -> None:
-        verdict = str(summary.get("verdict") or "incomplete")
-        if verdict == "ready":
-            self.state.state("died" if summary.get("runtime_failure") else "ready")
-        elif verdict in STATES:
-            self.state.state(verdict)
+        outcome = str(summary.get("outcome") or "")
+        if outcome in STATES:
+            self.state.state(outcome)
+        ttr = summary.get("time_to_ready_s")
+        if summary.get("verdict") == "ready" and isinstance(ttr, int | float):
+            self.to_ready.set(float(ttr))
+        else:
+            self.to_ready.set(math.nan)  # never a time to ready for a startup that was not ready
         self._set_info(
             engine=summary.get("engine"),
             engine_version=summary.get("engine_version"),
@@ -183,57 +184,4 @@ class MetricsSink:
             self.ended = now
 
 
-class FanOut:
-    """The user's sink (live view, plain lines, JSON) and the extra ones (metrics, the probe's state file):
-    each event goes to all. Anything else asked of it is the main sink's."""
-
-    def __init__(self, main: Any, *extra: Any) -> None:
-        self.main = main
-        self.extra = list(extra)
-
-    def event(self, ev: Event, now: float) -> None:
-        self.main.event(ev, now)
-        for s in self.extra:
-            s.event(ev, now)
-
-    def note(self, now: float, text: str) -> None:
-        self.main.note(now, text)
-        for s in self.extra:
-            s.note(now, text)
-
-    def close(self, summary: dict[str, Any], now: float) -> None:
-        for s in self.extra:
-            s.close(summary, now)
-        self.main.close(summary, now)
-
-    def set_server(self, pid: int) -> None:
-        for s in self.extra:
-            if hasattr(s, "set_server"):
-                s.set_server(pid)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.main, name)
-
-
-def with_extras(main: Any, args: Any, source: str, tracker: Any = None) -> Any:
-    """`main`, or a FanOut with the metrics exporter (--metrics-port) and the state file (--state)."""
-    extra: list[Any] = []
-    port = getattr(args, "metrics_port", None)
-    if port is not None:
-        metrics = MetricsSink(tracker=tracker)
-        metrics.serve(port, getattr(args, "metrics_host", None) or "127.0.0.1")
-        extra.append(metrics)
-    state = getattr(args, "state", None)
-    if state:
-        from pathlib import Path
-
-        from bootwatch.probe_state import StateSink
-
-        path = Path(state)
-        if not path.parent.is_dir():
-            raise UsageError(f"--state {state}: the directory {path.parent} does not exist")
-        extra.append(StateSink(path, source))
-    return FanOut(main, *extra) if extra else main
-
-
-__all__ = ["FanOut", "MetricsSink", "PHASES", "STATES", "with_extras"]
+__all__ = ["MetricsSink", "PHASES", "STATES"]
