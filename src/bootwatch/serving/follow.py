@@ -52,7 +52,10 @@ class ServingTracker:
                 if m is None:
                     continue
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
-            out += self.feed_sample(launch, from_groups(r.name or "stats", groups, line.t, line.no, line.proc))
+            sample = from_groups(
+                r.name or "stats", groups, line.t, line.no, line.proc, r.cause, r.message, r.fix, launch.facts
+            )
+            out += self.feed_sample(launch, sample)
             break  # one reading per line: the first rule of the engine's file that reads it
         return out
 
@@ -65,7 +68,7 @@ class ServingTracker:
         self.aggregate.add(s)
         ctx = self._context(launch)
         if ctx.engine != launch.engine:  # the engine was recognised late: its own rules and names from now on
-            ctx = self._ctx = Context(launch.engine, launch.facts, launch.fact_lines)
+            ctx = self._ctx = Context(launch.engine, launch.facts, launch.fact_lines, launch.rules.capacity)
         out: list[Event] = []
         for d in self.detectors:
             if d.kind in self._fired:
@@ -144,7 +147,7 @@ class ServingTracker:
 
     def _context(self, launch: Any) -> Context:
         if self._ctx is None:
-            self._ctx = Context(launch.engine, launch.facts, launch.fact_lines)
+            self._ctx = Context(launch.engine, launch.facts, launch.fact_lines, launch.rules.capacity)
         return self._ctx
 
     def _warn(self, launch: Any, f: Finding) -> WarningEvent:
