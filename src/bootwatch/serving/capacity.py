@@ -76,7 +76,10 @@ def _cut(spec: CapacitySpec, facts: dict[str, Any], lines: dict[str, int]) -> Ca
     }
     why = _fill(reason.why if reason else spec.why, values)
     where = [lines[n] for n in (spec.asked, spec.effective, reason.fact if reason else "") if n in lines]
-    evidence = _fill(spec.message, values) + (f": {why}" if why else "")
+    if cut:
+        evidence = _fill(spec.message, values) + (f": {why}" if why else "")
+    else:  # nothing asked was cut, but the engine's own line (or default) says why the value is this low
+        evidence = f"{spec.knob or spec.effective} is {eff}{values['per_rank']}: {why}"
     if where:
         evidence += " (line" + ("s " if len(set(where)) > 1 else " ") + ", ".join(map(str, sorted(set(where)))) + ")"
     fix = _fill((reason.fix if reason and reason.fix else spec.fix), values)
