@@ -17,6 +17,7 @@ class Cap:
 
     kind: str
     effective: int
+    expected: int | None  # what the arithmetic makes of what was asked (per rank, per slot); None: nothing asked
     cut: bool  # below what the arithmetic gives
     lowered: bool  # cut, or the engine says why it is lower (its own line: speculative default, mamba state)
     evidence: str
@@ -38,7 +39,8 @@ def _true(v: Any) -> bool:
 
 
 def _fill(template: str, values: dict[str, Any]) -> str:
-    return template.format_map(_Vars(values))
+    """The template with the facts in; a parenthesis whose fact is not known yet is left out."""
+    return template.format_map(_Vars(values)).replace(" (?)", "")
 
 
 def _reason(spec: CapacitySpec, facts: dict[str, Any], asked: int | None, eff: int | None) -> Reason | None:
@@ -84,7 +86,7 @@ def _cut(spec: CapacitySpec, facts: dict[str, Any], lines: dict[str, int]) -> Ca
         evidence += " (line" + ("s " if len(set(where)) > 1 else " ") + ", ".join(map(str, sorted(set(where)))) + ")"
     fix = _fill((reason.fix if reason and reason.fix else spec.fix), values)
     line = lines.get(reason.fact if reason else spec.effective, lines.get(spec.effective))
-    return Cap(spec.name, eff, cut, cut or reason is not None, evidence, fix, line)
+    return Cap(spec.name, eff, expected, cut, cut or reason is not None, evidence, fix, line)
 
 
 def _split(spec: CapacitySpec, facts: dict[str, Any], lines: dict[str, int]) -> Cap | None:
@@ -102,7 +104,7 @@ def _split(spec: CapacitySpec, facts: dict[str, Any], lines: dict[str, int]) -> 
     evidence = _fill(spec.message, values)
     if where:
         evidence += " (line" + ("s " if len(where) > 1 else " ") + ", ".join(map(str, where)) + ")"
-    return Cap(spec.name, share, True, True, evidence, _fill(spec.fix, values), lines.get(spec.share))
+    return Cap(spec.name, share, None, True, True, evidence, _fill(spec.fix, values), lines.get(spec.share))
 
 
 def judge(specs: list[CapacitySpec], facts: dict[str, Any], lines: dict[str, int]) -> list[Cap]:

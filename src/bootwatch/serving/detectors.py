@@ -141,7 +141,9 @@ class SaturatedDetector:
             return None
         if s.running > self.peak:
             self.peak, self.streak = s.running, []
-        if s.running < self.peak or s.queued == 0 or s.running == 0:
+        asked = next((c.expected for c in judge(ctx.capacity, ctx.facts, ctx.fact_lines) if c.expected), None)
+        if s.running < self.peak or s.queued == 0 or s.running == 0 or (asked is not None and s.running >= asked):
+            # at the cap that was asked for (per DP rank where it is divided) requests wait by the user's choice
             self.streak = []
             return None
         self.streak.append(s)
