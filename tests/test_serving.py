@@ -165,7 +165,9 @@ def _s(t: float, **kw: float) -> ServingSample:
 
 
 def _ctx(engine: str = "sglang", **facts: object) -> Context:
-    return Context(engine, dict(facts), {})
+    rules = load_rulebook().for_engine(engine)
+    flag = rules.serving.concurrency_flag if rules.serving else ""
+    return Context(engine, dict(facts), {}, rules.capacity, flag)
 
 
 def test_hang_after_thirty_seconds_of_running_at_zero_throughput() -> None:
@@ -232,7 +234,7 @@ def test_scrape_turns_counters_into_rates_and_acceptance() -> None:
         "# TYPE vllm:spec_decode_num_draft_tokens counter\n"
         'vllm:spec_decode_num_draft_tokens_total{{model_name="tiny"}} {dt}\n'
     )
-    sc = Scrape("vllm")
+    sc = Scrape("vllm", load_rulebook().for_engine("vllm").serving)
     first = sc.sample(parse(page.format(r=4, g=100, d=10, a=10, dt=30)), 10.0)
     assert first is not None and (first.running, first.queued, first.kv_usage, first.gen_tps) == (4, 3, 0.25, None)
     second = sc.sample(parse(page.format(r=4, g=300, d=30, a=40, dt=90)), 12.0)

@@ -127,3 +127,49 @@ def parse_capacity(entries: Any, origin: str) -> list[CapacitySpec]:
             )
         )
     return out
+
+
+METRIC_FIELDS = (
+    "running",
+    "queued",
+    "kv_usage",
+    "gen_tps",
+    "gen_tokens",
+    "accept_len",
+    "accepted",
+    "drafted",
+    "drafts",
+    "preemptions",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSpec:
+    """An engine file's `[serving]` table: the flag that sets how many requests run at once (named in the
+    findings' fixes) and its Prometheus /metrics names for each reading (the first name present wins)."""
+
+    concurrency_flag: str = ""
+    metrics: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def names(self, field: str) -> tuple[str, ...]:
+        return next((n for f, n in self.metrics if f == field), ())
+
+
+def parse_serving(table: Any, origin: str) -> ServingSpec | None:
+    if table is None:
+        return None
+    where = f"{origin}#serving"
+    if not isinstance(table, dict) or set(table) - {"concurrency_flag", "metrics", "note"}:
+        raise UsageError(f"{where}: a table of `concurrency_flag` (string) and `metrics` (a table of arrays)")
+    flag = table.get("concurrency_flag", "")
+    metrics = table.get("metrics", {})
+    if not isinstance(flag, str) or not isinstance(metrics, dict):
+        raise UsageError(f"{where}: `concurrency_flag` must be a string and `metrics` a table")
+    out = []
+    for k, v in metrics.items():
+        if k not in METRIC_FIELDS:
+            raise UsageError(f"{where}.metrics: unknown reading {k!r} (known: {', '.join(METRIC_FIELDS)})")
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise UsageError(f"{where}.metrics.{k}: must be an array of metric names")
+        out.append((k, tuple(v)))
+    return ServingSpec(flag, tuple(out))

@@ -21,7 +21,7 @@ from typing import Any
 
 import re2
 
-from bootwatch.engines.capacity import CapacitySpec, parse_capacity
+from bootwatch.engines.capacity import CapacitySpec, ServingSpec, parse_capacity, parse_serving
 from bootwatch.engines.pattern import Pattern
 from bootwatch.errors import UsageError
 
@@ -90,11 +90,13 @@ class EngineRules:
     formats: list[str] = field(default_factory=list)  # log prefix families only this engine prints (evidence)
     health: str = ""  # the path that answers 200 once it serves ("/health"), when the server has one
     capacity: list[CapacitySpec] = field(default_factory=list)  # asked versus effective (engines/capacity.py)
+    serving: ServingSpec | None = None  # its concurrency flag and /metrics names (engines/capacity.py)
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
             self.rules[k].extend(other.rules[k])
         self.capacity.extend(other.capacity)
+        self.serving = self.serving or other.serving
         self.processes.extend(p for p in other.processes if p not in self.processes)
 
     def __getitem__(self, kind: str) -> list[Rule]:
@@ -206,7 +208,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "cause": str,
     "fix": str,
 }
-_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", "capacity", *KINDS}
+_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", "capacity", "serving", *KINDS}
 
 
 def _strings(value: Any, where: str, key: str) -> list[str]:
@@ -253,6 +255,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         formats=_strings(doc.get("formats", []), origin, "formats"),
         health=doc.get("health", ""),
         capacity=parse_capacity(doc.get("capacity", []), origin),
+        serving=parse_serving(doc.get("serving"), origin),
     )
     for kind in KINDS:
         entries = doc.get(kind, [])

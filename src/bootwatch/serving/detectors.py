@@ -49,6 +49,7 @@ class Context:
     facts: dict[str, Any]
     fact_lines: dict[str, int]
     capacity: list[CapacitySpec] = field(default_factory=list)  # the engine's [[capacity]] tables
+    concurrency_flag: str = ""  # the flag that sets how many requests run at once (its [serving] table)
     throughputs: deque[float] = field(default_factory=lambda: deque(maxlen=300))
 
     def typical_tps(self) -> float | None:
@@ -151,15 +152,7 @@ class SaturatedDetector:
         if len(self.streak) < SATURATED_STREAK or s.queued <= (first.queued or 0) or capacity_cut(ctx):
             return None
         kv = f", KV cache {s.kv_usage:.0%} used" if s.kv_usage is not None else ""
-        knob = (
-            "--max-num-seqs"
-            if ctx.engine == "vllm"
-            else "--max-running-requests"
-            if ctx.engine == "sglang"
-            else "--parallel"
-            if ctx.engine == "llamacpp"
-            else "the engine's concurrency limit"
-        )
+        knob = ctx.concurrency_flag or "the engine's concurrency limit"
         room = (
             "raise " + knob + " (the KV cache has room)"
             if s.kv_usage is not None and s.kv_usage < 0.8

@@ -17,6 +17,12 @@ INTERVAL_S = 1.0  # at most one `serving` event per interval of the samples' clo
 FRESH_S = 5.0  # readings of other ranks this recent count in the combined view
 
 
+def _context_of(launch: Any) -> Context:
+    rules = launch.rules
+    flag = rules.serving.concurrency_flag if rules.serving is not None else ""
+    return Context(launch.engine, launch.facts, launch.fact_lines, rules.capacity, flag)
+
+
 class ServingTracker:
     def __init__(self, interval_s: float = INTERVAL_S, hang_s: float = HANG_S) -> None:
         self.interval_s = interval_s
@@ -68,7 +74,7 @@ class ServingTracker:
         self.aggregate.add(s)
         ctx = self._context(launch)
         if ctx.engine != launch.engine:  # the engine was recognised late: its own rules and names from now on
-            ctx = self._ctx = Context(launch.engine, launch.facts, launch.fact_lines, launch.rules.capacity)
+            ctx = self._ctx = _context_of(launch)
         out: list[Event] = []
         for d in self.detectors:
             if d.kind in self._fired:
@@ -147,7 +153,7 @@ class ServingTracker:
 
     def _context(self, launch: Any) -> Context:
         if self._ctx is None:
-            self._ctx = Context(launch.engine, launch.facts, launch.fact_lines, launch.rules.capacity)
+            self._ctx = _context_of(launch)
         return self._ctx
 
     def _warn(self, launch: Any, f: Finding) -> WarningEvent:
