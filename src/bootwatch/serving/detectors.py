@@ -112,14 +112,16 @@ class InfoDisagreesDetector:
         log = _int(ctx.facts.get("max_running_requests"))
         state_cap = _int(ctx.facts.get("max_running_requests_state_cap"))
         eff = min(x for x in (log, state_cap) if x is not None) if (log or state_cap) else None
-        if ctx.facts.get("enable_dp_attention") is True and (dp := _int(ctx.facts.get("dp_size"))):
+        shown, per_rank = info, ""
+        if ctx.facts.get("enable_dp_attention") is True and (dp := _int(ctx.facts.get("dp_size"))) and dp > 1:
             info //= dp  # the endpoint keeps the flag's value; each DP rank runs its share of it
+            per_rank = f" ({info} per DP rank over dp {dp})"
         if eff is None or info == eff:
             return None
         line = ctx.fact_lines.get("max_running_requests_state_cap", ctx.fact_lines.get("max_running_requests"))
         return Finding(
             self.kind,
-            f"/get_server_info reports max_running_requests={info} but the log says the "
+            f"/get_server_info reports max_running_requests={shown}{per_rank} but the log says the "
             f"scheduler runs {eff} (line {line}): clients sizing concurrency from the endpoint "
             "overload the queue",
             "trust the log's value; set --max-running-requests to what fits",
