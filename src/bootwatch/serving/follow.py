@@ -86,7 +86,7 @@ class ServingTracker:
                 out.append(self._warn(launch, f))
         if s.gen_tps is not None and s.running:
             ctx.throughputs.append(s.gen_tps)
-        if s.kind != "jit":
+        if s.kind not in ("jit", "request"):  # a request's outcome carries no load numbers: no reading of its own
             src = s.source.value
             self._latest[(src, s.proc)] = s
             last = self._last_emit.get(src)
