@@ -249,6 +249,9 @@ def cmd_history(args: argparse.Namespace, argv: list[str] | None) -> int:
         from bootwatch.sinks.html import write_timeline
 
         write_timeline(args.html, entries, "bootwatch: startup history")
+        if not args.json:  # the page is what was asked for: the table is in it, not also on stdout
+            print(f"wrote {args.html} ({len(entries)} startup(s))")
+            return 0
     if args.json:
         for e in entries:
             sys.stdout.write(json.dumps(e.to_json()) + "\n")

@@ -62,7 +62,9 @@ def _user_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) ->
     if sys.stdout.isatty():
         from bootwatch.sinks.live_view import LiveSink
 
-        return LiveSink([name for name, _ in analyzers], source, Console(highlight=False))
+        console = Console(highlight=False)
+        if LiveSink.fits(console):  # a terminal too small for the view gets the plain lines
+            return LiveSink([name for name, _ in analyzers], source, console)
     return PlainSink(source=source)
 
 
@@ -128,6 +130,7 @@ def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
     with path.open("rb") as f:
         f.seek(start)
         fed, _ = analyze_file(f, analyzer, str(path), complete_only=True, clock=time.time)
+    analyzer.mark_caught_up()
     return start + fed
 
 
@@ -348,6 +351,9 @@ async def _close_after_then(
         record(summary)
         _close(sink, summary, outcome)
         return _exit_code(outcome)
+    handover = getattr(sink, "handover", None)  # a live view gives the terminal to CMD before it runs
+    if handover is not None:
+        handover(summary, time.time(), args.then)
     then = await _run_then(args.then, server, guard, to_stderr=args.json)
     summary["then"] = then.to_json()
     note = _then_note(then)

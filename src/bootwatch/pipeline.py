@@ -22,8 +22,8 @@ from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.tracker import Event, Tracker
-from bootwatch.tracker.summary import Summary
-from bootwatch.tracker.verdict import Verdict
+from bootwatch.tracker.summary import LiveFacts, Summary
+from bootwatch.tracker.verdict import Decision
 
 _book_cache: dict[tuple[str, ...], tuple[RuleBook, Prefilter]] = {}
 
@@ -131,6 +131,7 @@ class Analyzer:
         text = raw.decode("utf-8", "replace")
         out: list[Event] = []
         for line in self.normalizer.lines(no, text):
+            line.log_t = line.t
             if self.clock == "arrival":
                 line.t = now
             out += self.tracker.feed(line)
@@ -152,22 +153,27 @@ class Analyzer:
         launch = self.tracker.launch
         if launch is None:
             return
-        if self.clock == "arrival":
-            launch.last_t = now
-        else:
-            start = data.rfind(b"\n", 0, len(data) - 1) + 1
-            for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
-                if line.t is not None:
-                    launch.last_t = line.t
+        start = data.rfind(b"\n", 0, len(data) - 1) + 1
+        for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
+            if line.t is not None:
+                launch.last_log_t = line.t
+        # The decision clock: the log's own, or for a live analyzer the chunk's arrival.
+        launch.last_t = now if self.clock == "arrival" else launch.last_log_t
         launch.last_no = max(launch.last_no, last_no)
 
     def finish(self) -> list[Event]:
         return self.tracker.finish()
 
-    def summary(self, verdict: Verdict | None = None) -> Summary:
-        s = self.tracker.summary(verdict)
-        s.extra["lines"] = self.lines_seen
-        return s
+    def mark_caught_up(self) -> None:
+        """What was fed so far was the past, read at once: its arrival times are not how long it took."""
+        launch = self.tracker.launch
+        if launch is not None:
+            launch.caught_up = True
+            for p in launch.phases:
+                p.caught_up = True
+
+    def summary(self, decision: Decision | None = None, live: LiveFacts | None = None) -> Summary:
+        return self.tracker.summary(decision, live, lines=self.lines_seen)
 
 
 def analyze_file(
@@ -259,7 +265,7 @@ def analyze_path(
             raise UsageError(f"{path}: read failed: {e.strerror or e}") from None
     analyzer.finish()
     s = analyzer.summary()
-    s.extra["truncated_lines"] = truncated
+    s.details["truncated_lines"] = truncated
     if start:
-        s.extra["skipped_bytes"] = start  # earlier launches, not read
+        s.details["skipped_bytes"] = start  # earlier launches, not read
     return s.to_json()
