@@ -234,8 +234,10 @@ def _facts(summary: dict[str, Any], console: Console) -> None:
 def _serving(summary: dict[str, Any], console: Console) -> None:
     """After ready: the load it carried and the requests it refused or failed, by cause."""
     sv = summary.get("serving")
-    if not sv:
-        return
+    req = (sv or {}).get("requests")
+    failed = bool(req and req["failed"])
+    if not sv or (sv.get("throughput_p50") is None and not failed):
+        return  # a request or two after ready and none refused: the JSON has the numbers, the reader needs none
     console.print()
     console.print(Text("serving", style="bold"))
     if sv.get("throughput_p50") is not None:
@@ -243,8 +245,7 @@ def _serving(summary: dict[str, Any], console: Console) -> None:
             _t(f"  throughput                   p50 {sv['throughput_p50']} tok/s, p90 {sv['throughput_p90']}")
         )
     console.print(_t(f"  peak running / queued        {sv.get('peak_running', 0)} / {sv.get('peak_queue', 0)}"))
-    req = sv.get("requests")
-    if req:
+    if req and failed:
         console.print(_t(f"  requests                     {req['seen']} seen, {req['failed']} refused or failed"))
         for cause, n in req["by_cause"].items():
             console.print(_t(f"    {cause:<26} {n}", "yellow"))
