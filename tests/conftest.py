@@ -17,6 +17,7 @@ SESSION_MARK = f"{os.getpid()}-{os.urandom(4).hex()}"
 os.environ["BOOTWATCH_TEST_SESSION"] = SESSION_MARK
 CORPUS = Path(os.environ.get("BOOTWATCH_CORPUS", ROOT / "tests" / "corpus"))
 FIXTURES = ROOT / "tests" / "fixtures"
+AFTER_READY = ROOT / "tests" / "after_ready"  # real logs that run past ready, labelled with the findings due
 
 
 def corpus_labels() -> list[Path]:

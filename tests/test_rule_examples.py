@@ -15,13 +15,15 @@ from bootwatch.engines import load_rulebook
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi
 
-from .conftest import CORPUS, FIXTURES
+from .conftest import AFTER_READY, CORPUS, FIXTURES
 
 
 @cache
 def real_lines() -> tuple[str, ...]:
     out: list[str] = []
     for path in sorted(CORPUS.glob("*/*.log")):
+        out += strip_ansi(path.read_bytes().decode("utf-8", "replace")).split("\n")
+    for path in sorted(AFTER_READY.glob("*/*.log")):  # real logs that run past ready (tests/after_ready)
         out += strip_ansi(path.read_bytes().decode("utf-8", "replace")).split("\n")
     for path in sorted((FIXTURES / "recorded").glob("*.log")):  # recorded by the project from real servers
         out += strip_ansi(path.read_bytes().decode("utf-8", "replace")).split("\n")

@@ -165,7 +165,9 @@ def _s(t: float, **kw: float) -> ServingSample:
 
 
 def _ctx(engine: str = "sglang", **facts: object) -> Context:
-    return Context(engine, dict(facts), {})
+    rules = load_rulebook().for_engine(engine)
+    flag = rules.serving.concurrency_flag if rules.serving else ""
+    return Context(engine, dict(facts), {}, rules.capacity, flag)
 
 
 def test_hang_after_thirty_seconds_of_running_at_zero_throughput() -> None:
@@ -232,9 +234,36 @@ def test_scrape_turns_counters_into_rates_and_acceptance() -> None:
         "# TYPE vllm:spec_decode_num_draft_tokens counter\n"
         'vllm:spec_decode_num_draft_tokens_total{{model_name="tiny"}} {dt}\n'
     )
-    sc = Scrape("vllm")
+    sc = Scrape("vllm", load_rulebook().for_engine("vllm").serving)
     first = sc.sample(parse(page.format(r=4, g=100, d=10, a=10, dt=30)), 10.0)
     assert first is not None and (first.running, first.queued, first.kv_usage, first.gen_tps) == (4, 3, 0.25, None)
     second = sc.sample(parse(page.format(r=4, g=300, d=30, a=40, dt=90)), 12.0)
     assert second is not None and second.gen_tps == 100.0
     assert second.accept_len == 2.5 and second.accept_rate == 0.5
+
+
+def _judge(engine: str, **facts: object) -> dict[str, tuple[bool, str]]:
+    from bootwatch.serving.capacity import judge
+
+    specs = load_rulebook().for_engine(engine).capacity
+    return {c.kind: (c.cut, c.evidence) for c in judge(specs, dict(facts), {})}
+
+
+def test_capacity_arithmetic_per_dp_rank_is_not_a_cut() -> None:
+    # SGLang: with DP attention each rank runs max_running_requests // dp_size (model_runner.py).
+    base = {"max_running_requests_args": 144, "dp_size": 4, "enable_dp_attention": True}
+    assert _judge("sglang", **base, max_running_requests=36)["max_running_requests_reduced"][0] is False
+    cut, text = _judge("sglang", **base, max_running_requests=30)["max_running_requests_reduced"]
+    assert cut and "30 requests at once per rank (144 over dp_size 4), below the 36 asked" in text
+    # Without DP attention dp_size replicates whole servers: nothing is divided.
+    assert _judge("sglang", max_running_requests_args=144, dp_size=4, max_running_requests=36)[
+        "max_running_requests_reduced"
+    ][0]
+    # llama.cpp: -c over -np slots, unless the KV cache is unified (-np auto).
+    split = _judge("llamacpp", n_slots=8, n_ctx_slot=256, kv_unified="false")["context_split"][1]
+    assert "each of the 8 slots gets 256 tokens (-c 2048 split over -np 8)" in split
+    assert _judge("llamacpp", n_slots=4, n_ctx_slot=8192, kv_unified="true") == {}
+    assert _judge("llamacpp", n_slots=4, n_ctx_slot=8192, n_ctx_train=8192) == {}  # the whole training context
+    # vLLM's --max-model-len auto, shortened to fit the KV cache.
+    cut, text = _judge("vllm", max_model_len_model=262144, max_model_len_fitted=150528)["max_model_len_reduced"]
+    assert cut and "150528 tokens, below the model's 262144" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import time
@@ -118,3 +119,74 @@ def test_llama_server_slot_timings_and_metrics() -> None:
     s = events[-1]["serving"]
     assert s["throughput_from"] == "log" and s["throughput_p50"] > 0
     assert s["samples"]["log"] == n  # one slot-timing line per finished request
+
+
+async def _post_all(url: str, bodies: list[dict[str, Any]]) -> list[int]:
+    """The bodies posted at once; their status codes (refusals are what these tests are after)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=120) as c:
+        rs = await asyncio.gather(*(c.post(url, json=b) for b in bodies))
+    return [r.status_code for r in rs]
+
+
+def _warnings(events: list[dict]) -> dict[str, dict]:
+    return {e["kind"]: e for e in events if e["event"] == "warning"}
+
+
+def test_llama_server_context_split_over_slots_is_said_at_startup_and_at_the_refusals() -> None:
+    """-c 2048 -np 8: each slot gets 256 tokens. Said at startup; four 600-token prompts are refused
+    (`send_error: ... exceeds the available context size (256 tokens)`) and that is said with the fix."""
+    port = free_port()
+    cmd = [
+        "--log",
+        f"/tmp/bw-serving-llama-split-{port}.log",
+        "--url",
+        f"http://127.0.0.1:{port}/health",
+        "--",
+        *llama_cmd(port, ctx="2048"),
+        "-np",
+        "8",
+    ]
+    long = {"prompt": " ".join(["hello world"] * 300), "n_predict": 8, "temperature": 0}
+    codes: list[int] = []
+    url = f"http://127.0.0.1:{port}/completion"
+    events = _follow(cmd, lambda: codes.extend(asyncio.run(_post_all(url, [long] * 4))))
+    assert codes == [400] * 4
+    ready = next(i for i, e in enumerate(events) if e["event"] == "ready")
+    w = _warnings(events)
+    split = w["context_split"]
+    assert events.index(split) < ready  # at startup, before any request
+    assert "each of the 8 slots gets 256 tokens (-c 2048 split over -np 8)" in split["text"]
+    refused = w["requests_failed"]
+    assert events.index(refused) > ready
+    assert re.match(r"[34] of [34] requests", refused["evidence"])  # said once they pile up, not per request
+    assert "exceeded the 256-token slot context" in refused["evidence"]
+    assert "raise -c or lower -np" in refused["fix"]
+    s = events[-1]
+    assert s["event"] == "summary" and s["verdict"] == "ready"
+    assert s["serving"]["requests"]["by_cause"] == {"context_exceeded": 4}
+
+
+def test_vllm_prompt_beyond_max_model_len_is_a_request_error_finding() -> None:
+    """vLLM CPU with --max-model-len 512: four longer prompts answered 400 (vLLM 0.32 logs only the access
+    line); bootwatch says so once they pile up, names the fix, and lists them in the summary."""
+    port = free_port()
+    cmd = [
+        "--log",
+        f"/tmp/bw-serving-vllm-long-{port}.log",
+        "--url",
+        f"http://127.0.0.1:{port}/health",
+        "--",
+        *vllm_cmd(port, args=("--max-model-len", "512")),
+    ]
+    long = {"model": "tiny", "prompt": " ".join(["hello world"] * 400), "max_tokens": 8}
+    codes: list[int] = []
+    url = f"http://127.0.0.1:{port}/v1/completions"
+    events = _follow(cmd, lambda: codes.extend(asyncio.run(_post_all(url, [long] * 4))))
+    assert codes == [400] * 4
+    refused = _warnings(events)["requests_failed"]
+    assert "refused with HTTP 400 (/v1/completions)" in refused["evidence"]
+    assert "--max-model-len" in refused["fix"] and "512 tokens" in refused["fix"]
+    s = events[-1]
+    assert s["event"] == "summary" and s["verdict"] == "ready"
+    assert s["serving"]["requests"]["by_cause"] == {"HTTP 400": 4}
+    assert s["serving"]["requests"]["status"] == {"400": 4}

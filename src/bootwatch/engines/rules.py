@@ -21,6 +21,7 @@ from typing import Any
 
 import re2
 
+from bootwatch.engines.capacity import CapacitySpec, ServingSpec, parse_capacity, parse_serving
 from bootwatch.engines.pattern import Pattern
 from bootwatch.errors import UsageError
 
@@ -73,6 +74,10 @@ class Rule:
     # stats: the numbers are read from the raw line with this pattern (TGI keeps them in the span, before the
     # message the pattern matches); None: from the pattern's own named groups
     fields: Pattern | None = None
+    # stats: a refused or failed request's cause (a key such as "context_exceeded") and what fixes it; the fix
+    # may name the launch's facts in braces ("raise -c (now {n_ctx_slot} tokens per slot)")
+    cause: str | None = None
+    fix: str | None = None
 
 
 @dataclass
@@ -84,10 +89,14 @@ class EngineRules:
     display: str = ""  # the name people know it by ("SGLang")
     formats: list[str] = field(default_factory=list)  # log prefix families only this engine prints (evidence)
     health: str = ""  # the path that answers 200 once it serves ("/health"), when the server has one
+    capacity: list[CapacitySpec] = field(default_factory=list)  # asked versus effective (engines/capacity.py)
+    serving: ServingSpec | None = None  # its concurrency flag and /metrics names (engines/capacity.py)
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
             self.rules[k].extend(other.rules[k])
+        self.capacity.extend(other.capacity)
+        self.serving = self.serving or other.serving
         self.processes.extend(p for p in other.processes if p not in self.processes)
 
     def __getitem__(self, kind: str) -> list[Rule]:
@@ -196,8 +205,10 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "needs": str,
     "first_only": bool,
     "fields": str,
+    "cause": str,
+    "fix": str,
 }
-_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", *KINDS}
+_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", "capacity", "serving", *KINDS}
 
 
 def _strings(value: Any, where: str, key: str) -> list[str]:
@@ -243,6 +254,8 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         display=doc.get("display", ""),
         formats=_strings(doc.get("formats", []), origin, "formats"),
         health=doc.get("health", ""),
+        capacity=parse_capacity(doc.get("capacity", []), origin),
+        serving=parse_serving(doc.get("serving"), origin),
     )
     for kind in KINDS:
         entries = doc.get(kind, [])
@@ -284,6 +297,8 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     weight=int(e.get("weight", 1)),
                     levels=tuple(e.get("levels", ())),
                     fields=compile_pattern(e["fields"], where) if "fields" in e else None,
+                    cause=e.get("cause"),
+                    fix=e.get("fix"),
                 )
             )
     return name, extends, er

@@ -27,6 +27,9 @@ class Aggregate:
     peak_queue: int = 0
     peak_kv: float | None = None
     preemptions: int = 0
+    failed: dict[str, int] = field(default_factory=dict)  # engines' request-error lines, by cause
+    status: dict[str, int] = field(default_factory=dict)  # access lines, by HTTP status
+    done: int = 0  # requests finished, from per-request lines (llama.cpp's timings, TGI's Success)
     first_t: float | None = None
     last_t: float | None = None
 
@@ -42,6 +45,13 @@ class Aggregate:
             self.peak_queue = max(self.peak_queue, s.queued)
         if s.kv_usage is not None:
             self.peak_kv = s.kv_usage if self.peak_kv is None else max(self.peak_kv, s.kv_usage)
+        if s.kind == "request":
+            if s.status is not None:
+                self.status[str(s.status)] = self.status.get(str(s.status), 0) + 1
+            elif s.cause is not None:
+                self.failed[s.cause] = self.failed.get(s.cause, 0) + 1
+        elif s.kind in ("timing", "success"):
+            self.done += 1
         busy = bool(s.running) or s.kind in ("timing", "success")
         if s.gen_tps is not None and busy:
             # /metrics repeats what the log says: its readings count only when the log has none.
@@ -73,6 +83,21 @@ class Aggregate:
             if self.accept_rates
             else None,
             "preemptions": self.preemptions,
+            "requests": self.requests(),
+        }
+
+    def requests(self) -> dict[str, Any] | None:
+        """Requests seen after ready and the refused or failed ones by cause: the engine's own error lines name
+        the cause; where it prints none, the access lines' status codes stand for it."""
+        if not (self.failed or self.status or self.done):
+            return None
+        failed = dict(self.failed) or {f"HTTP {k}": v for k, v in sorted(self.status.items()) if int(k) >= 400}
+        seen = max(sum(self.status.values()), sum(self.failed.values()) + self.done)
+        return {
+            "seen": seen,
+            "failed": sum(failed.values()),
+            "by_cause": failed,
+            "status": dict(sorted(self.status.items())),
         }
 
 

@@ -8,16 +8,18 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any, Protocol
 
+from bootwatch.engines.capacity import CapacitySpec
+from bootwatch.serving.capacity import Cap, judge
 from bootwatch.serving.stats import ServingSample
 
-# SGLang lowers an unset max_running_requests to 48 for speculative decoding; a cap this low with a drafter on
-# is that default (or a hand-set value as small), not what the KV cache could hold.
-SPEC_CAP = 64
 HANG_S = 30.0  # requests running and nothing generated for this long: a hang, not a slow batch
 LOW_ACCEPT_LEN = 1.3  # mean tokens per verification step, bonus token included: 1.0 means no draft is accepted
 LOW_ACCEPT_RATE = 0.1  # llama.cpp reports only the rate
 ACCEPT_WINDOW = 5  # readings averaged before judging the drafter
 SATURATED_STREAK = 3  # readings pinned at the peak with a growing queue
+SURGE_N = 3  # refused or failed requests of one cause, at least ...
+SURGE_SHARE = 0.5  # ... this share of the requests seen ...
+SURGE_S = 300.0  # ... within this long (the log's clock): a pattern, not one bad request among many good ones
 JIT_DIP = 0.5  # throughput below this share of the median so far, after a JIT line, is the JIT's cost
 
 
@@ -46,6 +48,8 @@ class Context:
     engine: str
     facts: dict[str, Any]
     fact_lines: dict[str, int]
+    capacity: list[CapacitySpec] = field(default_factory=list)  # the engine's [[capacity]] tables
+    concurrency_flag: str = ""  # the flag that sets how many requests run at once (its [serving] table)
     throughputs: deque[float] = field(default_factory=lambda: deque(maxlen=300))
 
     def typical_tps(self) -> float | None:
@@ -66,61 +70,12 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
-class Cut:
-    """The engine runs fewer requests at once than it was asked to, and why."""
-
-    effective: int
-    requested: str  # what was asked, in words
-    why: str
-    fix: str
-
-
-def capacity_cut(ctx: Context) -> Cut | None:
-    f, lines = ctx.facts, ctx.fact_lines
-
-    def where(name: str) -> str:
-        return f" (line {lines[name]})" if name in lines else ""
-
-    eff = _int(f.get("max_running_requests"))
-    req = _int(f.get("max_running_requests_args"))
-    state_cap = _int(f.get("max_running_requests_state_cap"))
-    spec_default = _int(f.get("max_running_requests_spec_default"))
-    spec = f.get("speculative_algorithm")
-    if state_cap is not None:
-        return Cut(
-            min(state_cap, eff or state_cap),
-            f"{req}" if req else "more",
-            f"the mamba state cache caps it to {state_cap}{where('max_running_requests_state_cap')}",
-            "raise --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state with "
-            "--mamba-ssm-dtype bfloat16",
-        )
-    if spec_default is not None:
-        return Cut(
-            eff or spec_default,
-            "no explicit value (the KV cache would size it)",
-            f"SGLang reset it to {spec_default} because speculative decoding ({spec or 'on'}) is on"
-            f"{where('max_running_requests_spec_default')}",
-            "pass --max-running-requests explicitly (SGLang lowers it only when unset); size it from the "
-            "KV cache line (max_total_num_tokens / tokens per request)",
-        )
-    if eff is not None and req is not None and eff < req:
-        return Cut(
-            eff,
-            str(req),
-            f"the scheduler runs {eff}{where('max_running_requests')}: the KV cache or the "
-            "request pool cannot hold more",
-            "give the KV cache more memory (--mem-fraction-static) or shorten --context-length, or ask for "
-            f"--max-running-requests {eff} so the cap is visible",
-        )
-    if eff is not None and isinstance(spec, str) and spec and eff <= SPEC_CAP:
-        return Cut(
-            eff,
-            "no explicit value",
-            f"speculative decoding ({spec}) is on and the cap is only {eff}{where('max_running_requests')}",
-            "pass --max-running-requests explicitly",
-        )
-    return None
+def capacity_cut(ctx: Context) -> Cap | None:
+    """The engine's lowered concurrency cap, when its facts show one (asked above what runs after the engine's
+    own arithmetic, or the engine's own line saying why it is lower)."""
+    return next(
+        (c for c in judge(ctx.capacity, ctx.facts, ctx.fact_lines) if c.lowered and c.kind != "context_split"), None
+    )
 
 
 class CapacityCutDetector:
@@ -137,8 +92,7 @@ class CapacityCutDetector:
             return None
         return Finding(
             self.kind,
-            f"{s.running} requests running = the cap of {cut.effective} while {s.queued} "
-            f"wait{_at(s)}; asked: {cut.requested}; {cut.why}",
+            f"{s.running} requests running = the cap of {cut.effective} while {s.queued} wait{_at(s)}; {cut.evidence}",
             cut.fix,
             s.line_no,
             s.t,
@@ -158,12 +112,16 @@ class InfoDisagreesDetector:
         log = _int(ctx.facts.get("max_running_requests"))
         state_cap = _int(ctx.facts.get("max_running_requests_state_cap"))
         eff = min(x for x in (log, state_cap) if x is not None) if (log or state_cap) else None
-        if info is None or eff is None or info == eff:
+        shown, per_rank = info, ""
+        if ctx.facts.get("enable_dp_attention") is True and (dp := _int(ctx.facts.get("dp_size"))) and dp > 1:
+            info //= dp  # the endpoint keeps the flag's value; each DP rank runs its share of it
+            per_rank = f" ({info} per DP rank over dp {dp})"
+        if eff is None or info == eff:
             return None
         line = ctx.fact_lines.get("max_running_requests_state_cap", ctx.fact_lines.get("max_running_requests"))
         return Finding(
             self.kind,
-            f"/get_server_info reports max_running_requests={info} but the log says the "
+            f"/get_server_info reports max_running_requests={shown}{per_rank} but the log says the "
             f"scheduler runs {eff} (line {line}): clients sizing concurrency from the endpoint "
             "overload the queue",
             "trust the log's value; set --max-running-requests to what fits",
@@ -186,7 +144,9 @@ class SaturatedDetector:
             return None
         if s.running > self.peak:
             self.peak, self.streak = s.running, []
-        if s.running < self.peak or s.queued == 0 or s.running == 0:
+        asked = next((c.expected for c in judge(ctx.capacity, ctx.facts, ctx.fact_lines) if c.expected), None)
+        if s.running < self.peak or s.queued == 0 or s.running == 0 or (asked is not None and s.running >= asked):
+            # at the cap that was asked for (per DP rank where it is divided) requests wait by the user's choice
             self.streak = []
             return None
         self.streak.append(s)
@@ -194,15 +154,7 @@ class SaturatedDetector:
         if len(self.streak) < SATURATED_STREAK or s.queued <= (first.queued or 0) or capacity_cut(ctx):
             return None
         kv = f", KV cache {s.kv_usage:.0%} used" if s.kv_usage is not None else ""
-        knob = (
-            "--max-num-seqs"
-            if ctx.engine == "vllm"
-            else "--max-running-requests"
-            if ctx.engine == "sglang"
-            else "--parallel"
-            if ctx.engine == "llamacpp"
-            else "the engine's concurrency limit"
-        )
+        knob = ctx.concurrency_flag or "the engine's concurrency limit"
         room = (
             "raise " + knob + " (the KV cache has room)"
             if s.kv_usage is not None and s.kv_usage < 0.8
@@ -371,8 +323,56 @@ class JitDipDetector:
         )
 
 
+class RequestFailureDetector:
+    """Requests refused or failed after ready, SURGE_N of one cause within SURGE_S: the engine's request-error
+    lines name the cause (and their rule the fix); access lines' 4xx/5xx stand in where the engine prints none."""
+
+    kind = "requests_failed"
+
+    def __init__(self, n: int = SURGE_N, window_s: float = SURGE_S) -> None:
+        self.n, self.window_s = n, window_s
+        self.outcomes: deque[tuple[float | None, ServingSample]] = deque(maxlen=10_000)  # (when, outcome)
+        self.now: float | None = None  # a line without a time of its own is as late as the last one with one
+
+    def observe(self, s: ServingSample, ctx: Context) -> Finding | None:
+        if s.kind not in ("request", "timing", "success"):
+            return None
+        self.now = s.t if s.t is not None else self.now
+        self.outcomes.append((self.now, s))
+        if self.now is not None:
+            while self.outcomes and (t0 := self.outcomes[0][0]) is not None and self.now - t0 > self.window_s:
+                self.outcomes.popleft()
+        if s.cause is None:
+            return None
+        same = [x for _, x in self.outcomes if x.cause == s.cause and (x.status is None) == (s.status is None)]
+        if len(same) < self.n:
+            return None
+        access = sum(1 for _, x in self.outcomes if x.status is not None)
+        other = sum(1 for _, x in self.outcomes if x.status is None)
+        seen = max(access, other, len(same))
+        if len(same) < SURGE_SHARE * seen:
+            return None
+        first = next(w for w, x in self.outcomes if x is same[0])
+        span = self.now - first if self.now is not None and first is not None else None
+        within = f" in {span:.0f} s" if span is not None else ""
+        what = s.said or f"failed with {s.cause}" + (f" ({s.path})" if s.path else "")
+        fix = s.fix or (
+            "the server refused the requests as sent: the response body says why"
+            if s.status is not None and s.status < 500
+            else "the server failed the requests: read the lines before them for the error"
+        )
+        return Finding(
+            self.kind,
+            f"{len(same)} of {seen} requests{within} {what} (lines {same[0].line_no}-{s.line_no})",
+            fix,
+            s.line_no,
+            s.t,
+        )
+
+
 def all_detectors(hang_s: float = HANG_S) -> list[Detector]:
     return [
+        RequestFailureDetector(),
         CapacityCutDetector(),
         InfoDisagreesDetector(),
         SaturatedDetector(),

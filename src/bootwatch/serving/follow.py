@@ -17,6 +17,12 @@ INTERVAL_S = 1.0  # at most one `serving` event per interval of the samples' clo
 FRESH_S = 5.0  # readings of other ranks this recent count in the combined view
 
 
+def _context_of(launch: Any) -> Context:
+    rules = launch.rules
+    flag = rules.serving.concurrency_flag if rules.serving is not None else ""
+    return Context(launch.engine, launch.facts, launch.fact_lines, rules.capacity, flag)
+
+
 class ServingTracker:
     def __init__(self, interval_s: float = INTERVAL_S, hang_s: float = HANG_S) -> None:
         self.interval_s = interval_s
@@ -52,7 +58,10 @@ class ServingTracker:
                 if m is None:
                     continue
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
-            out += self.feed_sample(launch, from_groups(r.name or "stats", groups, line.t, line.no, line.proc))
+            sample = from_groups(
+                r.name or "stats", groups, line.t, line.no, line.proc, r.cause, r.message, r.fix, launch.facts
+            )
+            out += self.feed_sample(launch, sample)
             break  # one reading per line: the first rule of the engine's file that reads it
         return out
 
@@ -65,7 +74,7 @@ class ServingTracker:
         self.aggregate.add(s)
         ctx = self._context(launch)
         if ctx.engine != launch.engine:  # the engine was recognised late: its own rules and names from now on
-            ctx = self._ctx = Context(launch.engine, launch.facts, launch.fact_lines)
+            ctx = self._ctx = _context_of(launch)
         out: list[Event] = []
         for d in self.detectors:
             if d.kind in self._fired:
@@ -77,7 +86,7 @@ class ServingTracker:
                 out.append(self._warn(launch, f))
         if s.gen_tps is not None and s.running:
             ctx.throughputs.append(s.gen_tps)
-        if s.kind != "jit":
+        if s.kind not in ("jit", "request"):  # a request's outcome carries no load numbers: no reading of its own
             src = s.source.value
             self._latest[(src, s.proc)] = s
             last = self._last_emit.get(src)
@@ -144,7 +153,7 @@ class ServingTracker:
 
     def _context(self, launch: Any) -> Context:
         if self._ctx is None:
-            self._ctx = Context(launch.engine, launch.facts, launch.fact_lines)
+            self._ctx = _context_of(launch)
         return self._ctx
 
     def _warn(self, launch: Any, f: Finding) -> WarningEvent:

@@ -7,13 +7,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bootwatch.engines.capacity import ServingSpec
 from bootwatch.serving.stats import ServingSample, Source
 from bootwatch.tracker.events import Event
 
@@ -22,51 +22,6 @@ TIMEOUT_S = 5.0  # a busy server on few cores answers /metrics late; a reading l
 MAX_BODY = 4 << 20  # a /metrics page is tens of KiB; a proxy's error page or a stream is not read further
 
 
-@dataclass(frozen=True)
-class Names:
-    """An engine's metric names for each field; the first name present wins (old names last)."""
-
-    running: tuple[str, ...] = ()
-    queued: tuple[str, ...] = ()
-    kv_usage: tuple[str, ...] = ()  # a 0..1 ratio, whatever the name says (vLLM's "_perc" is a ratio)
-    gen_tps: tuple[str, ...] = ()  # a gauge the engine computes
-    gen_tokens: tuple[str, ...] = ()  # a counter: throughput is its rate between two scrapes
-    accept_len: tuple[str, ...] = ()
-    accepted: tuple[str, ...] = ()  # counters of draft tokens accepted / drafted / verification steps
-    drafted: tuple[str, ...] = ()
-    drafts: tuple[str, ...] = ()
-    preemptions: tuple[str, ...] = ()  # a counter
-
-
-NAMES: dict[str, Names] = {
-    "vllm": Names(
-        running=("vllm:num_requests_running",),
-        queued=("vllm:num_requests_waiting",),
-        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        gen_tokens=("vllm:generation_tokens_total",),
-        accepted=("vllm:spec_decode_num_accepted_tokens_total",),
-        drafted=("vllm:spec_decode_num_draft_tokens_total",),
-        drafts=("vllm:spec_decode_num_drafts_total",),
-        preemptions=("vllm:num_preemptions_total",),
-    ),
-    "sglang": Names(
-        running=("sglang:num_running_reqs",),
-        queued=("sglang:num_queue_reqs",),
-        kv_usage=("sglang:token_usage",),
-        gen_tps=("sglang:gen_throughput",),
-        accept_len=("sglang:spec_accept_length",),
-        gen_tokens=("sglang:generation_tokens_total",),
-    ),
-    "llamacpp": Names(
-        running=("llamacpp:requests_processing",),
-        queued=("llamacpp:requests_deferred",),
-        kv_usage=("llamacpp:kv_cache_usage_ratio",),
-        gen_tokens=("llamacpp:tokens_predicted_total",),
-        accepted=("llamacpp:spec_decode_num_accepted_tokens_total",),
-        drafted=("llamacpp:spec_decode_num_draft_tokens_total",),
-        drafts=("llamacpp:spec_decode_num_drafts_total",),
-    ),
-}
 # A ratio is averaged over its series (one per engine or DP rank), a count is summed.
 _MEAN = ("kv_usage", "accept_len")
 
@@ -88,19 +43,21 @@ def parse(text: str) -> dict[str, list[float]]:
 
 
 class Scrape:
-    """Readings of one server's /metrics; throughput and acceptance come from counter deltas."""
+    """Readings of one server's /metrics, by the names its engine file's `[serving.metrics]` gives;
+    throughput and acceptance come from counter deltas."""
 
-    def __init__(self, engine: str) -> None:
+    def __init__(self, engine: str, names: ServingSpec | None) -> None:
         self.engine = engine
+        self.names = names
         self._prev: tuple[float, dict[str, float]] | None = None  # (when, counter values)
 
     def sample(self, values: dict[str, list[float]], now: float) -> ServingSample | None:
-        names = NAMES.get(self.engine)
-        if names is None:
+        names = self.names
+        if names is None or not names.metrics:
             return None
 
         def get(field: str) -> float | None:
-            for n in getattr(names, field):
+            for n in names.names(field):
                 if n in values:
                     vals = values[n]
                     return sum(vals) / len(vals) if field in _MEAN else sum(vals)
@@ -190,7 +147,7 @@ async def follow_metrics(
                 text = await fetch(client, murl)
                 if text is not None:
                     with contextlib.suppress(ValueError):  # a page that is not exposition format
-                        scrape = scrapes.setdefault(launch.engine, Scrape(launch.engine))
+                        scrape = scrapes.setdefault(launch.engine, Scrape(launch.engine, launch.rules.serving))
                         s = scrape.sample(parse(text), time.time())
                         if s is not None:
                             emit(tracker.serving.feed_sample(launch, s))

@@ -32,6 +32,13 @@ class ServingSample:
     drafted: int | None = None
     preemptions: int | None = None  # cumulative (vLLM) or in this reading (SGLang's retractions)
     swapped: int | None = None
+    # a request's outcome (kind "request"): the HTTP status of an access line, or an engine's request-error line
+    # with its cause (the rule's), the words for it (the rule's message, filled) and what fixes it
+    status: int | None = None
+    path: str | None = None
+    cause: str | None = None
+    said: str | None = None
+    fix: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if v is not None}
@@ -42,7 +49,9 @@ class ServingSample:
         return d
 
 
-_INTS = frozenset({"running", "queued", "accepted", "drafted", "preemptions", "swapped", "retracted", "eval_tokens"})
+_INTS = frozenset(
+    {"running", "queued", "accepted", "drafted", "preemptions", "swapped", "retracted", "eval_tokens", "status"}
+)
 _FLOATS = frozenset(
     {
         "kv_usage",
@@ -58,8 +67,21 @@ _FLOATS = frozenset(
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
 
 
+class _Missing(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
 def from_groups(
-    kind: str, groups: dict[str, str], t: float | None, line_no: int | None, proc: str | None
+    kind: str,
+    groups: dict[str, str],
+    t: float | None,
+    line_no: int | None,
+    proc: str | None,
+    cause: str | None = None,
+    message: str | None = None,
+    fix: str | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> ServingSample:
     """The named groups of a `stats` rule (strings) as a sample; engine-specific shapes become the same fields."""
     ints: dict[str, int] = {}
@@ -81,6 +103,13 @@ def from_groups(
     s.accept_len, s.accept_rate = floats.get("accept_len"), floats.get("accept_rate")
     if s.accept_rate is None and s.accepted is not None and s.drafted:
         s.accept_rate = s.accepted / s.drafted
+    if kind == "request":
+        s.status, s.path = ints.get("status"), groups.get("path")
+        s.cause = cause or (f"HTTP {s.status}" if s.status is not None and s.status >= 400 else None)
+        if s.cause is not None:
+            values = _Missing({**{k: str(v) for k, v in (facts or {}).items()}, **groups})
+            s.said = message.format_map(values) if message else None
+            s.fix = fix.format_map(values) if fix else None
     if "time_per_token" in floats:  # TGI: per request
         per = floats["time_per_token"] * _UNIT_S.get(groups.get("time_per_token_unit") or "s", 1.0)
         s.gen_tps = 1.0 / per if per > 0 else None

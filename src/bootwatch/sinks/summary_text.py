@@ -85,6 +85,7 @@ def render(summary: dict[str, Any], source: str, console: Console) -> None:
     _runtime_failure(summary, console)
     _phase_table(summary, console)
     _facts(summary, console)
+    _serving(summary, console)
     _warnings(summary, console)
 
 
@@ -228,6 +229,26 @@ def _facts(summary: dict[str, Any], console: Console) -> None:
     keys = [k for k in _FACT_ORDER if k in facts] + sorted(k for k in facts if k not in _FACT_ORDER)
     for k in keys:
         console.print(_t(f"  {k:<28} {facts[k]}", limit=151))
+
+
+def _serving(summary: dict[str, Any], console: Console) -> None:
+    """After ready: the load it carried and the requests it refused or failed, by cause."""
+    sv = summary.get("serving")
+    req = (sv or {}).get("requests")
+    failed = bool(req and req["failed"])
+    if not sv or (sv.get("throughput_p50") is None and not failed):
+        return  # a request or two after ready and none refused: the JSON has the numbers, the reader needs none
+    console.print()
+    console.print(Text("serving", style="bold"))
+    if sv.get("throughput_p50") is not None:
+        console.print(
+            _t(f"  throughput                   p50 {sv['throughput_p50']} tok/s, p90 {sv['throughput_p90']}")
+        )
+    console.print(_t(f"  peak running / queued        {sv.get('peak_running', 0)} / {sv.get('peak_queue', 0)}"))
+    if req and failed:
+        console.print(_t(f"  requests                     {req['seen']} seen, {req['failed']} refused or failed"))
+        for cause, n in req["by_cause"].items():
+            console.print(_t(f"    {cause:<26} {n}", "yellow"))
 
 
 def _warnings(summary: dict[str, Any], console: Console) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bootwatch.serving import capacity
+
 # Below this many full-context requests fitting in the KV cache at once, long prompts queue up.
 MIN_FULL_LENGTH_REQUESTS = 4
-# SGLang lowers max_running_requests to 48 for speculative decoding unless it was set explicitly.
-SPEC_CAP = 64
 
 
 def check(launch: Any) -> list[dict[str, Any]]:
@@ -19,27 +19,10 @@ def check(launch: Any) -> list[dict[str, Any]]:
         if kind not in launch.warned:
             out.append({"kind": kind, "line_no": lines.get(fact, launch.last_no), "text": text})
 
-    eff = f.get("max_running_requests")
-    req = f.get("max_running_requests_args")
-    spec = f.get("speculative_algorithm")
+    # Asked versus effective, by the engine's own arithmetic (its file's [[capacity]] tables).
+    out += capacity.startup_warnings(launch)
     kv = f.get("max_total_num_tokens") or f.get("kv_cache_tokens")
     ctx = f.get("context_length")
-    if isinstance(eff, int):
-        if isinstance(req, int) and eff < req:
-            add(
-                "max_running_requests_reduced",
-                "max_running_requests",
-                f"max_running_requests is {eff}, below the {req} configured: the engine cut it "
-                "(memory or speculative decoding); concurrency and throughput drop accordingly",
-            )
-        elif isinstance(spec, str) and spec and eff <= SPEC_CAP:
-            room = f" while the KV cache holds {kv} tokens" if isinstance(kv, int) else ""
-            add(
-                "max_running_requests_reduced",
-                "max_running_requests",
-                f"max_running_requests is only {eff} with speculative decoding ({spec}){room}: SGLang lowers it "
-                "to 48 for speculative decoding unless --max-running-requests is given explicitly",
-            )
     if isinstance(kv, int) and isinstance(ctx, int) and ctx > 0:
         if kv < ctx:
             add(
