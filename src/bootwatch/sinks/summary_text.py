@@ -126,6 +126,8 @@ def _ready(summary: dict[str, Any], console: Console) -> None:
     if summary["verdict"] == "ready" and r:
         where = f" at line {r['line_no']}" if r.get("line_no") else ""
         console.print(_t(f"  ready{where}: {r['text']}"))
+        if r.get("how"):
+            console.print(_t(f"  ({r['how']})", "dim"))
 
 
 def _verify(summary: dict[str, Any], console: Console) -> None:

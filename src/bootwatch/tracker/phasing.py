@@ -64,7 +64,7 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
         # From the set's hits: it matched this message already.
         ctx.matched = True
         if launch.dying is None:  # a ready line after the server started dying is not readiness
-            _ready(launch, ctx.line, ctx.t, ctx.events)
+            _ready(launch, ctx.line, ctx.t, ctx.events, r.message)
         return
 
 
@@ -135,11 +135,13 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
     cancel_candidates(launch, line.proc)
 
 
-def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event]) -> None:
+def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event], how: str | None = None) -> None:
     launch.close_phase(line.no, t)
     launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
     ready_text = line.text.strip()
     launch.ready = {"line_no": line.no, "text": ready_text}
+    if how:  # what the readiness rests on, when the rule says (an unknown engine's own listening line)
+        launch.ready["how"] = how
     launch.ready_engine = launch.engine
     cancel_candidates(launch, None, everything=True)
     ev.append(PhaseEvent(t=t, name="ready", line_no=line.no, draft=False, text=line.text))
