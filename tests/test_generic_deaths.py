@@ -175,3 +175,55 @@ def test_ggml_backend_error_then_go_sigabrt(tmp_path: Path) -> None:
     s = report(tmp_path, body, head="")
     assert s["verdict"] == "failed" and s["engine"] == "ollama"
     assert s["failure"]["text"] == "ROCm error: out of memory"
+
+
+# A server that refuses its command line prints no banner: the refusal is the cause, whatever parser printed it.
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        'error while handling argument "--draft-max": the argument has been removed. use --spec-draft-n-max or '
+        "--spec-ngram-mod-n-max",
+        "error: unexpected argument '--version' found",
+        "flag provided but not defined: -auto-allow",
+        "Error: unknown flag: --ca-file",
+    ],
+)
+def test_an_argument_refusal_is_the_cause_with_no_banner(tmp_path: Path, refusal: str) -> None:
+    s = report(tmp_path, refusal + "\n\nusage:\n  -h, --help   show this help\n", head="")
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"] == refusal and s["failure"]["category"] == "config"
+
+
+def test_llama_cpp_usage_text_names_the_engine(tmp_path: Path) -> None:
+    body = (
+        'error while handling argument "--draft": the argument has been removed. use --spec-draft-n-max or '
+        "--spec-ngram-mod-n-max\n\nusage:\n\n\nto show complete usage, run with -h\n"
+    )
+    assert report(tmp_path, body, head="")["engine"] == "llamacpp"
+
+
+@pytest.mark.parametrize(
+    ("code", "signal", "category", "says"),
+    [(1, None, "exited", "code 1"), (None, 11, "crashed", "SIGSEGV"), (None, 9, "killed", "SIGKILL")],
+)
+def test_an_unexplained_death_is_categorised_by_how_it_ended(
+    code: int | None, signal: int | None, category: str, says: str
+) -> None:
+    from bootwatch.pipeline import Analyzer
+
+    a = Analyzer(clock="arrival")
+    a.feed(b"starting\n", 1.0)
+    a.tracker.exited(code, signal)
+    f = a.summary().to_json()["failure"]
+    assert f["category"] == category and says in f["text"], f
+
+
+def test_the_command_line_names_the_engine_until_a_line_does() -> None:
+    from bootwatch.pipeline import Analyzer
+
+    a = Analyzer(clock="arrival")
+    a.tracker.hint_command(["/opt/llama/bin/llama-server", "-m", "m.gguf", "--no-such-flag"])
+    a.feed(b"error: invalid argument: --no-such-flag\n", 1.0)
+    a.tracker.exited(1, None)
+    s = a.summary().to_json()
+    assert s["engine"] == "llamacpp" and s["failure"]["text"] == "error: invalid argument: --no-such-flag"

@@ -365,6 +365,7 @@ class Launch:
     async def _start(self) -> Server:
         book, _ = rules_for(self.rules)
         analyzer = Analyzer(engine=self.engine, rules=self.rules, clock="arrival")
+        analyzer.tracker.hint_command(self.argv)
         log = ServerLog.open(self.log) if self.log is not None else ServerLog.create_default(self.argv, self.log_dir)
         sink = _Collector(self.on_event, self.sinks)
         try:

@@ -437,6 +437,7 @@ async def run(args: Any) -> int:
     url = check_url(args.url) if args.url else guess_url(argv)
     book, _ = rules_for(args.rules)
     analyzer = Analyzer(engine=args.engine, rules=args.rules, clock="arrival")
+    analyzer.tracker.hint_command(argv)
     stop = interrupts()  # from here on a stop signal is ours to handle
     log = ServerLog.open(Path(args.log)) if args.log else default_log_path(argv)
     log_path = log.path

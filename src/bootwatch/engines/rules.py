@@ -84,6 +84,9 @@ class EngineRules:
     display: str = ""  # the name people know it by ("SGLang")
     formats: list[str] = field(default_factory=list)  # log prefix families only this engine prints (evidence)
     health: str = ""  # the path that answers 200 once it serves ("/health"), when the server has one
+    commands: list[Pattern] = field(
+        default_factory=list
+    )  # command lines that start it (`run`): its engine until a line says
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
@@ -153,6 +156,14 @@ class RuleBook:
     def processes(self) -> tuple[str, ...]:
         return tuple(sorted({p for er in self.engines.values() for p in er.processes}))
 
+    def engine_of_command(self, argv: list[str]) -> str | None:
+        """The engine a command line starts, by the engines' `commands` patterns (`run` knows it before any line)."""
+        line = " ".join(argv)
+        for name, er in self.engines.items():
+            if any(p.search(line) for p in er.commands):
+                return name
+        return None
+
     def for_engine(self, name: str) -> EngineRules:
         return self.engines.get(name) or self.engines["unknown"]
 
@@ -197,7 +208,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "first_only": bool,
     "fields": str,
 }
-_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", *KINDS}
+_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", "commands", *KINDS}
 
 
 def _strings(value: Any, where: str, key: str) -> list[str]:
@@ -243,6 +254,10 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         display=doc.get("display", ""),
         formats=_strings(doc.get("formats", []), origin, "formats"),
         health=doc.get("health", ""),
+        commands=[
+            compile_pattern(c, f"{origin}#commands[{i}]")
+            for i, c in enumerate(_strings(doc.get("commands", []), origin, "commands"))
+        ],
     )
     for kind in KINDS:
         entries = doc.get(kind, [])
@@ -331,7 +346,12 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
         if name in SHARED:
             continue
         merged = EngineRules(
-            name, runs=list(er.runs), display=er.display or name, health=er.health, formats=list(er.formats)
+            name,
+            runs=list(er.runs),
+            display=er.display or name,
+            health=er.health,
+            formats=list(er.formats),
+            commands=list(er.commands),
         )
         merged.add(er)
         for base in ext:

@@ -33,7 +33,7 @@ def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> 
             if launch is not None:
                 return launch
     if tracker.launch is None:
-        new_launch(tracker, line, tracker.forced or "unknown", ev)
+        new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev)
     assert tracker.launch is not None
     return tracker.launch
 

@@ -35,6 +35,7 @@ class Tracker:
     ) -> None:
         self.book = book
         self.forced = engine
+        self.hinted: str | None = None  # the engine its command line starts (`run`), until a line names one
         self.grace_s = grace_s
         self.quiet_fail_s = quiet_fail_s
         self.fmt_engine = prefix_engines(book)  # prefix family -> the one engine that prints it
@@ -46,6 +47,11 @@ class Tracker:
         self.tail: tuple[int, str] | None = None  # the last non-blank line the reader saw (number, text)
         self.last_evidence_t: float | None = None  # the log's clock at the latest evidence of death
         self.serving = ServingTracker()
+
+    def hint_command(self, argv: list[str]) -> None:
+        """`run` knows the command: its engine is the launch's until the log names one (a server that dies on its
+        arguments prints no banner)."""
+        self.hinted = self.book.engine_of_command(argv)
 
     # ---- input -------------------------------------------------------------------------------------
     @property
