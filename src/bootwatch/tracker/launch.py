@@ -36,6 +36,7 @@ class Launch:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     warned: set[str] = field(default_factory=set)
     ready: dict[str, Any] | None = None
+    server_ready: dict[str, Any] | None = None  # a model load's launch: when the server itself (its API) was ready
     failure: dict[str, Any] | None = None
     runtime_failure: dict[str, Any] | None = None
     candidates: list[Candidate] = field(default_factory=list)

@@ -36,6 +36,7 @@ class Tracker:
         self.book = book
         self.forced = engine
         self.hinted: str | None = None  # the engine its command line starts (`run`), until a line names one
+        self.split_at: int | None = None  # a line from which on the log is another launch's (after a NUL run)
         self.grace_s = grace_s
         self.quiet_fail_s = quiet_fail_s
         self.fmt_engine = prefix_engines(book)  # prefix family -> the one engine that prints it
@@ -53,10 +54,16 @@ class Tracker:
         arguments prints no banner)."""
         self.hinted = self.book.engine_of_command(argv)
 
+    def split_before(self, line_no: int) -> None:
+        """The log breaks at this line (a NUL run: truncated under its writer, or another writer's appends): the
+        lines from it on are another launch's."""
+        if self.split_at is None:
+            self.split_at = line_no
+
     # ---- input -------------------------------------------------------------------------------------
     @property
     def wants_all_lines(self) -> bool:
-        return self.tb.busy
+        return self.tb.busy or self.split_at is not None  # a launch begins at the split: its first line counts
 
     def feed(self, line: Line) -> list[Event]:
         """One line through the steps, in order, until one consumes it: the events it gave."""
@@ -164,6 +171,7 @@ class Tracker:
                 "launches": self.launches,
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
+                "server_ready": launch.server_ready,
                 "last_line_no": launch.last_no,
                 "serving": self.serving.summary(),
             },
