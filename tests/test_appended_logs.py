@@ -10,7 +10,9 @@ from pathlib import Path
 
 from bootwatch.pipeline import analyze_path
 
-SERVER_CONFIG = 'time=2025-03-05T06:58:50.117Z level=INFO source=routes.go:1631 msg="server config" env="map[OLLAMA_HOST:]"\n'
+SERVER_CONFIG = (
+    'time=2025-03-05T06:58:50.117Z level=INFO source=routes.go:1631 msg="server config" env="map[OLLAMA_HOST:]"\n'
+)
 LISTENING = 'time=2025-03-05T06:58:54.117Z level=INFO source=routes.go:1694 msg="Listening on 127.0.0.1:11434 (version 0.5.13)"\n'
 BIND_FAIL = "Error: listen tcp 127.0.0.1:11434: bind: address already in use\n"
 LOAD = [
@@ -36,7 +38,9 @@ def test_a_second_instance_that_cannot_bind_is_that_instances_failure(tmp_path: 
 def test_a_nul_run_splits_two_writers_of_one_log(tmp_path: Path) -> None:
     # The file was truncated while the second writer held its offset: NULs, then its lines.
     first = (SERVER_CONFIG + LISTENING).encode()
-    second = b"\x00" * 4096 + b"Couldn't find '/root/.ollama/id_ed25519'. Generating new private key.\n" + BIND_FAIL.encode()
+    second = (
+        b"\x00" * 4096 + b"Couldn't find '/root/.ollama/id_ed25519'. Generating new private key.\n" + BIND_FAIL.encode()
+    )
     s = report(tmp_path, first + second)
     assert s["verdict"] == "failed", s
     assert s["failure"]["text"] == BIND_FAIL.strip()

@@ -6,9 +6,8 @@ test on a recorded log exercises the live path too.
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
