@@ -23,8 +23,8 @@ from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.tracker import Event, Tracker
-from bootwatch.tracker.summary import Summary
-from bootwatch.tracker.verdict import Verdict
+from bootwatch.tracker.summary import LiveFacts, Summary
+from bootwatch.tracker.verdict import Decision
 
 _book_cache: dict[tuple[str, ...], tuple[RuleBook, Prefilter]] = {}
 
@@ -176,10 +176,8 @@ class Analyzer:
     def finish(self) -> list[Event]:
         return self.tracker.finish()
 
-    def summary(self, verdict: Verdict | None = None) -> Summary:
-        s = self.tracker.summary(verdict)
-        s.extra["lines"] = self.lines_seen
-        return s
+    def summary(self, decision: Decision | None = None, live: LiveFacts | None = None) -> Summary:
+        return self.tracker.summary(decision, live, lines=self.lines_seen)
 
 
 def analyze_file(
@@ -271,7 +269,7 @@ def analyze_path(
             raise UsageError(f"{path}: read failed: {e.strerror or e}") from None
     analyzer.finish()
     s = analyzer.summary()
-    s.extra["truncated_lines"] = truncated
+    s.details["truncated_lines"] = truncated
     if start:
-        s.extra["skipped_bytes"] = start  # earlier launches, not read
+        s.details["skipped_bytes"] = start  # earlier launches, not read
     return s.to_json()

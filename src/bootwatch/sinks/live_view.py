@@ -40,6 +40,7 @@ from bootwatch.tracker import (
     ServingEvent,
     StalledEvent,
     StallEvent,
+    StateEvent,
     TimeoutEvent,
     WarningEvent,
 )
@@ -83,6 +84,7 @@ class ServerView:
     failed_runtime: bool = False
     verify: tuple[bool, float, str] | None = None  # ok, latency, error
     end: tuple[str, str] | None = None  # ("stalled" | "timeout", message)
+    outcome: str = "starting"  # the verdict machine's state, as its `state` events said it
 
     @property
     def current(self) -> PhaseView | None:
@@ -121,6 +123,8 @@ class ServerView:
                 return f"a new launch starts at line {ev.line_no}"
             case StalledEvent() | TimeoutEvent():
                 self.end = (ev.kind, shown(ev.message))
+            case StateEvent():
+                self.outcome = ev.state
         return None
 
     # ---- the kinds that need more than a few lines ---------------------------------------------------
@@ -176,15 +180,8 @@ class ServerView:
         self.phases.append(PhaseView(name, draft, now, t, done=name == "ready"))
 
     def state(self) -> str:
-        if self.failed is not None and not self.failed_runtime:
-            return "failed"
-        if self.verify is not None and not self.verify[0]:
-            return "failed"
-        if self.ready is not None:
-            return "died" if self.failed is not None else "ready"
-        if self.end is not None:
-            return self.end[0]
-        return "starting"
+        """The machine's state: this view shows it, never works it out."""
+        return self.outcome
 
 
 def _eta(p: PhaseView, now: float) -> str:
@@ -242,7 +239,7 @@ def banner(view: ServerView, now: float, started: float) -> RenderableType | Non
     state = view.state()
     if state == "failed":
         return _failed_banner(view)
-    if state in ("ready", "died"):
+    if state in ("ready", "died", "stopped"):
         return _ready_banner(view, state, started)
     if view.end is not None:
         return Panel(
@@ -273,7 +270,7 @@ def _ready_banner(view: ServerView, state: str, started: float) -> Panel:
     if state == "died" and view.failed is not None:
         body.append("\nafter readiness the server died ", style="bold yellow")
         body.append(view.failed, style="yellow")
-    return Panel(body, border_style="green" if state == "ready" else "yellow", expand=False)
+    return Panel(body, border_style="yellow" if state == "died" else "green", expand=False)
 
 
 class Screen:
@@ -332,7 +329,7 @@ class LiveSink:
             if note:
                 prefix = f"[{ev.node}] " if self.several else ""
                 self.notes = (self.notes + [shown(prefix) + note])[-KEEP_NOTES:]
-            decided = isinstance(ev, ReadyEvent | FailedEvent | StalledEvent | TimeoutEvent)
+            decided = isinstance(ev, StateEvent | FailedEvent)
         if decided:
             self.live.refresh()  # a verdict shows at once, not at the next tick
 
@@ -417,6 +414,7 @@ class LiveSink:
         """The banner again, once the live view is gone, with what only the summary knows."""
         view = ServerView() if self.several else self.views[self.names[0]]
         verdict = summary.get("verdict")
+        view.outcome = str(summary.get("outcome") or view.outcome)
         if summary.get("verify"):
             view.verify = _verify_of(summary["verify"])
         if verdict == "ready" and summary.get("ready"):
@@ -433,8 +431,8 @@ class LiveSink:
         view.ready = shown(
             f"line {ready['line_no']}: {ready['text']}" if ready.get("line_no") else ready.get("text", "")
         )
-        ttr = _time_to_ready(summary)
-        view.ready_at = self.started + ttr if ttr is not None else (view.ready_at or now)
+        ttr = summary.get("time_to_ready_s")
+        view.ready_at = self.started + float(ttr) if isinstance(ttr, int | float) else (view.ready_at or now)
         if not summary.get("runtime_failure"):
             view.failed = None
 
@@ -466,14 +464,6 @@ def _current_phase_row(p: PhaseView, now: float) -> tuple[Text, str, Table]:
     row = Table.grid()
     row.add_row(bar, Text(f"{count} {_eta(p, now)}"))
     return Text("> " + p.label, style="bold cyan"), fmt_duration(now - p.seen_at), row
-
-
-def _time_to_ready(summary: dict[str, Any]) -> float | None:
-    """The launch's own time to ready: its phases before ready, when all have a duration."""
-    durations = [p.get("duration_s") for p in summary.get("phases") or [] if p.get("name") != "ready"]
-    if not durations or any(d is None for d in durations):
-        return None
-    return float(sum(durations))
 
 
 __all__ = ["LiveSink", "ServerView", "banner"]

@@ -189,9 +189,8 @@ def startup_from_summary(summary: dict[str, Any], source: str, command: str, now
     verdict = clean(summary.get("verdict") or "unknown", NAME_CAP)
     phases = phases_from_summary(summary.get("phases"))
     elapsed = number(summary.get("elapsed_s"))
-    to_ready = number(summary.get("time_to_ready_s"))
-    if to_ready is None and verdict == "ready":
-        to_ready = next((p.start_offset_s for p in phases if p.name == "ready" and not p.draft), None)
+    # The verdict machine's figure (its ready time minus the launch's start, on the log's clock when it has one).
+    to_ready = number(summary.get("time_to_ready_s")) if verdict == "ready" else None
     return StoredStartup(
         started_at=round(now - (elapsed or 0.0), 3),
         ended_at=round(now, 3),

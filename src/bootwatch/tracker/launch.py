@@ -9,6 +9,7 @@ from typing import Any
 from bootwatch.engines.rules import EngineRules, Rule
 from bootwatch.lines import Line
 from bootwatch.tracker.candidates import Candidate
+from bootwatch.tracker.parts import Failure, Ready
 from bootwatch.tracker.phases import Phase
 
 
@@ -35,10 +36,10 @@ class Launch:
     fact_lines: dict[str, int] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
     warned: set[str] = field(default_factory=set)
-    ready: dict[str, Any] | None = None
-    server_ready: dict[str, Any] | None = None  # a model load's launch: when the server itself (its API) was ready
-    failure: dict[str, Any] | None = None
-    runtime_failure: dict[str, Any] | None = None
+    ready: Ready | None = None  # what the log says; the verdict machine decides whether it is readiness
+    server_ready: Ready | None = None  # a model load's launch: when the server itself (its API) was ready
+    failure: Failure | None = None
+    runtime_failure: Failure | None = None
     candidates: list[Candidate] = field(default_factory=list)
     # Errors the server logged that no rule knows: only the latest matter (they explain a death that follows).
     error_lines: deque[Candidate] = field(default_factory=lambda: deque(maxlen=32))

@@ -15,9 +15,10 @@ from bootwatch.engines.pattern import Found
 from bootwatch.engines.rules import Rule
 from bootwatch.lines import Line
 from bootwatch.tracker.context import LineContext
-from bootwatch.tracker.events import Event, PhaseEvent, ProgressEvent, ReadyEvent
+from bootwatch.tracker.events import Event, PhaseEvent, ProgressEvent
 from bootwatch.tracker.evidence import cancel_candidates
 from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.parts import Ready
 from bootwatch.tracker.phases import RANK, Phase
 
 if TYPE_CHECKING:
@@ -138,11 +139,9 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
 def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event], how: str | None = None) -> None:
     launch.close_phase(line.no, t)
     launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
-    ready_text = line.text.strip()
-    launch.ready = {"line_no": line.no, "text": ready_text}
-    if how:  # what the readiness rests on, when the rule says (an unknown engine's own listening line)
-        launch.ready["how"] = how
+    # The log says ready; the `ready` phase and event are the verdict machine's to emit once it accepts it
+    # (a generic uvicorn line may be revoked by a later warm-up failure, a --url must answer first).
+    # `how`: what the readiness rests on, when the rule says (an unknown engine's own listening line)
+    launch.ready = Ready(line.no, line.text.strip(), how)
     launch.ready_engine = launch.engine
     cancel_candidates(launch, None, everything=True)
-    ev.append(PhaseEvent(t=t, name="ready", line_no=line.no, draft=False, text=line.text))
-    ev.append(ReadyEvent(t=t, line_no=line.no, text=ready_text))
