@@ -143,6 +143,7 @@ class Analyzer:
         text = raw.decode("utf-8", "replace")
         out: list[Event] = []
         for line in self.normalizer.lines(no, text):
+            line.log_t = line.t
             if self.clock == "arrival":
                 line.t = now
             out += self.tracker.feed(line)
@@ -164,17 +165,24 @@ class Analyzer:
         launch = self.tracker.launch
         if launch is None:
             return
-        if self.clock == "arrival":
-            launch.last_t = now
-        else:
-            start = data.rfind(b"\n", 0, len(data) - 1) + 1
-            for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
-                if line.t is not None:
-                    launch.last_t = line.t
+        start = data.rfind(b"\n", 0, len(data) - 1) + 1
+        for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
+            if line.t is not None:
+                launch.last_log_t = line.t
+        # The decision clock: the log's own, or for a live analyzer the chunk's arrival.
+        launch.last_t = now if self.clock == "arrival" else launch.last_log_t
         launch.last_no = max(launch.last_no, last_no)
 
     def finish(self) -> list[Event]:
         return self.tracker.finish()
+
+    def mark_caught_up(self) -> None:
+        """What was fed so far was the past, read at once: its arrival times are not how long it took."""
+        launch = self.tracker.launch
+        if launch is not None:
+            launch.caught_up = True
+            for p in launch.phases:
+                p.caught_up = True
 
     def summary(self, decision: Decision | None = None, live: LiveFacts | None = None) -> Summary:
         return self.tracker.summary(decision, live, lines=self.lines_seen)

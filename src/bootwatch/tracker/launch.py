@@ -47,6 +47,8 @@ class Launch:
     dying_after_ready: int | None = None
     last_no: int = 0
     last_t: float | None = None
+    last_log_t: float | None = None  # the log's own clock (last_t is the arrival time for a live analyzer)
+    caught_up: bool = False  # a watch read its start from the past at once, not as it was written
     last_line: str = ""  # the last meaningful line, for live views
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=6))
 
@@ -67,4 +69,8 @@ class Launch:
     def close_phase(self, no: int, t: float | None) -> None:
         cur = self.current
         if cur is not None and cur.end_line is None:
-            cur.end_line, cur.end_t = no, t
+            cur.end_line, cur.end_t, cur.end_log_t = no, t, self.last_log_t
+
+    def open_phase(self, phase: Phase) -> None:
+        phase.start_log_t = self.last_log_t
+        self.phases.append(phase)

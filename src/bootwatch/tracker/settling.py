@@ -106,7 +106,7 @@ def finish(tracker: Tracker) -> list[Event]:
         decide(tracker, launch, ev)
     cur = launch.current
     if cur is not None and cur.end_line is None and launch.failure is None and cur.name != "ready":
-        cur.end_line, cur.end_t = launch.last_no, launch.last_t
+        cur.end_line, cur.end_t, cur.end_log_t = launch.last_no, launch.last_t, launch.last_log_t
     return ev
 
 

@@ -141,6 +141,8 @@ class Tracker:
             runtime_failure=launch.runtime_failure,
             ready_t=ready_t,
             start_t=launch.phases[0].start_t if launch.phases else launch.start_t,
+            caught_up=launch.caught_up,
+            caught_up_span=_log_span(launch) if launch.caught_up and ready_t is not None else None,
         )
 
     def verdict(self) -> Verdict:
@@ -176,12 +178,22 @@ class Tracker:
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
                 "server_ready": launch.server_ready.to_json() if launch.server_ready else None,
+                "caught_up": launch.caught_up,
+                "launch_t": launch.phases[0].start_log_t if launch.phases else None,
                 "last_line_no": launch.last_no,
                 "serving": self.serving.summary(),
                 **counted,
             },
             live=live,
         )
+
+
+def _log_span(launch: Launch) -> float | None:
+    """From the launch's first phase to its ready phase, by the log's own timestamps, when both have one."""
+    first, cur = launch.phases[0], launch.current
+    if cur is None or first.start_log_t is None or cur.start_log_t is None:
+        return None
+    return cur.start_log_t - first.start_log_t
 
 
 def _str_or_none(v: Any) -> str | None:

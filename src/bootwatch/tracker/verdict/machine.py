@@ -213,6 +213,9 @@ class VerdictMachine:
         log = self.log
         if log.ready:
             ready = log.ready_line or Ready(None, log.last_line or "the log said ready")
+            if log.caught_up:
+                span = log.caught_up_span
+                return ready, (round(max(0.0, span), 3) if span is not None else None), now
             if log.ready_t is not None and log.start_t is not None:
                 return ready, round(max(0.0, log.ready_t - log.start_t), 3), now
         else:

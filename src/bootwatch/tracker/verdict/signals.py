@@ -25,6 +25,10 @@ class LogSays:
     runtime_failure: Failure | None = None
     ready_t: float | None = None  # the ready line's time (the log's clock, or its arrival)
     start_t: float | None = None  # the launch's start on the same clock
+    # A watch read the launch's past at once: arrival times say nothing of how long it took, only the log's own
+    # timestamps do (`caught_up_span`: from the launch's start to its ready line by them, None without them).
+    caught_up: bool = False
+    caught_up_span: float | None = None
 
     @classmethod
     def nothing(cls, t: float) -> LogSays:
