@@ -175,3 +175,119 @@ def test_ggml_backend_error_then_go_sigabrt(tmp_path: Path) -> None:
     s = report(tmp_path, body, head="")
     assert s["verdict"] == "failed" and s["engine"] == "ollama"
     assert s["failure"]["text"] == "ROCm error: out of memory"
+
+
+# A server that refuses its command line prints no banner: the refusal is the cause, whatever parser printed it.
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        'error while handling argument "--draft-max": the argument has been removed. use --spec-draft-n-max or '
+        "--spec-ngram-mod-n-max",
+        "error: unexpected argument '--version' found",
+        "flag provided but not defined: -auto-allow",
+        "Error: unknown flag: --ca-file",
+    ],
+)
+def test_an_argument_refusal_is_the_cause_with_no_banner(tmp_path: Path, refusal: str) -> None:
+    s = report(tmp_path, refusal + "\n\nusage:\n  -h, --help   show this help\n", head="")
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"] == refusal and s["failure"]["category"] == "config"
+
+
+def test_llama_cpp_usage_text_names_the_engine(tmp_path: Path) -> None:
+    body = (
+        'error while handling argument "--draft": the argument has been removed. use --spec-draft-n-max or '
+        "--spec-ngram-mod-n-max\n\nusage:\n\n\nto show complete usage, run with -h\n"
+    )
+    assert report(tmp_path, body, head="")["engine"] == "llamacpp"
+
+
+@pytest.mark.parametrize(
+    ("code", "signal", "category", "says"),
+    [(1, None, "exited", "code 1"), (None, 11, "crashed", "SIGSEGV"), (None, 9, "killed", "SIGKILL")],
+)
+def test_an_unexplained_death_is_categorised_by_how_it_ended(
+    code: int | None, signal: int | None, category: str, says: str
+) -> None:
+    from bootwatch.pipeline import Analyzer
+
+    a = Analyzer(clock="arrival")
+    a.feed(b"starting\n", 1.0)
+    a.tracker.exited(code, signal)
+    f = a.summary().to_json()["failure"]
+    assert f["category"] == category and says in f["text"], f
+
+
+def test_the_command_line_names_the_engine_until_a_line_does() -> None:
+    from bootwatch.pipeline import Analyzer
+
+    a = Analyzer(clock="arrival")
+    a.tracker.hint_command(["/opt/llama/bin/llama-server", "-m", "m.gguf", "--no-such-flag"])
+    a.feed(b"error: invalid argument: --no-such-flag\n", 1.0)
+    a.tracker.exited(1, None)
+    s = a.summary().to_json()
+    assert s["engine"] == "llamacpp" and s["failure"]["text"] == "error: invalid argument: --no-such-flag"
+
+
+# The first fatal signal wins over the echoes of it in other processes (lines from tests/fixtures/real_lines/generic.log
+# and vLLM's own wrapper): a child's faulthandler report, then the parent's EOFError on the pipe and its wrapper.
+FAULT_THEN_ECHOES = (
+    "Fatal Python error: Bus error\n\n"
+    "Thread 0x00007f5d1a7fc640 (most recent call first):\n"
+    '  File "/usr/lib/python3.12/threading.py", line 355 in wait\n\n'
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/multiprocessing/connection.py", line 430, in _recv_bytes\n'
+    "    raise EOFError\n"
+    "EOFError\n"
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+)
+RAY_SIGSEGV_THEN_ACTOR_DIED = (
+    "(RayWorkerWrapper pid=246, ip=10.99.48.141) *** SIGSEGV received at time=1742365186 on cpu 33 ***\n"
+    "(RayWorkerWrapper pid=246, ip=10.99.48.141) PC: @ 0x7f32d184f03d (unknown) ncclLaunchPrepare()\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/site-packages/ray/_private/worker.py", line 2771, in get\n'
+    "    raise value\n"
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "cause"),
+    [
+        (FAULT_THEN_ECHOES, "Fatal Python error: Bus error"),
+        (RAY_SIGSEGV_THEN_ACTOR_DIED, "*** SIGSEGV received at time=1742365186 on cpu 33 ***"),
+        # zsh's job line once the shell saw the server die, after the parent's echo of its child's death
+        (
+            "[2025-05-01 05:11:20] Received sigquit from a child process. It usually means the child failed.\n"
+            "[1]    1322597 segmentation fault (core dumped)  python run_pokemon_trainer.py\n",
+            "[1]    1322597 segmentation fault (core dumped)  python run_pokemon_trainer.py",
+        ),
+        (
+            "fish: Job 1, “python test-tf11-tfshoulduse-cr…” terminated by signal SIGSEGV (Address boundary error)\n",
+            "fish: Job 1, “python test-tf11-tfshoulduse-cr…” terminated by signal SIGSEGV (Address boundary error)",
+        ),
+    ],
+)
+def test_the_first_fatal_signal_wins_over_its_echoes(tmp_path: Path, body: str, cause: str) -> None:
+    head = SGLANG_START if "sigquit" in body else START
+    s = report(tmp_path, body, head=head)
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"] == cause, s["failure"]
+
+
+def test_an_echo_alone_is_still_the_cause(tmp_path: Path) -> None:
+    s = report(tmp_path, "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task\n")
+    assert s["verdict"] == "failed" and s["failure"]["text"].startswith("ray.exceptions.ActorDiedError")
+
+
+def test_the_gguf_readers_tensor_line_beats_the_loaders_generic_error(tmp_path: Path) -> None:
+    head = "main: loading model\nllama_model_loader: loaded meta data with 36 key-value pairs and 197 tensors from m.gguf\n"
+    body = (
+        "gguf_init_from_file_impl: tensor 'output.weight' has invalid ggml type 142 (NONE)\n"
+        "llama_model_load: error loading model: failed to load model\n"
+        "main: exiting due to model loading error\n"
+    )
+    s = report(tmp_path, body, head=head)
+    assert s["verdict"] == "failed" and s["engine"] == "llamacpp", s
+    assert s["failure"]["text"] == "gguf_init_from_file_impl: tensor 'output.weight' has invalid ggml type 142 (NONE)"
+    assert s["failure"]["category"] == "weights"

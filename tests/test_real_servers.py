@@ -228,6 +228,29 @@ def test_llama_server_truncated_gguf(tmp_path: Path) -> None:
     assert s["failure"]["category"] == "weights"
 
 
+@pytest.mark.parametrize(
+    ("flag", "cause"),
+    [
+        # removed from llama.cpp (it says what replaced it), then its usage text: no banner at all
+        (["--draft-max", "4"], 'error while handling argument "--draft-max": the argument has been removed.'),
+        (["--no-such-flag"], "error: invalid argument: --no-such-flag"),  # one line, nothing else
+    ],
+)
+def test_llama_server_rejecting_its_arguments_names_the_argument_error(
+    tmp_path: Path, flag: list[str], cause: str
+) -> None:
+    port = free_port()
+    code, events, _ = bw("run", "--log", str(tmp_path / "l.log"), "--json", "--", *llama_cmd(port), *flag)
+    s = summary(events)
+    assert code == 1 and s["verdict"] == "failed" and s["engine"] == "llamacpp", s
+    assert s["failure"]["text"].startswith(cause) and s["failure"]["category"] == "config", s["failure"]
+    assert s["exit"] == {"code": 1, "signal": None}
+    # The log alone says the same.
+    code, events, _ = bw("report", "--json", str(tmp_path / "l.log"))
+    r = events[-1]
+    assert r["verdict"] == "failed" and r["failure"]["text"].startswith(cause)
+
+
 def test_vllm_engine_killed_after_ready_is_a_runtime_failure(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(

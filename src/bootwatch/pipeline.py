@@ -7,6 +7,7 @@ test on a recorded log exercises the live path too.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,9 @@ def looks_binary(head: bytes) -> bool:
     return sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20
 
 
+_NUL_RUN = re.compile(rb"\x00{8,}")  # a break between writers, not a stray byte
+
+
 class Analyzer:
     """Feed it chunks of complete lines; it keeps line numbers and hands lines to the tracker."""
 
@@ -101,6 +105,8 @@ class Analyzer:
         if not data:
             return []
         self.bytes_seen += len(data)
+        if b"\x00" in data:
+            self._note_nul_runs(data)
         data = strip_ansi_bytes(drop_nuls(data))
         tracker = self.tracker
         starts = self.prefilter.line_starts(data)
@@ -127,6 +133,12 @@ class Analyzer:
         self._note_tail(data, no)
         self._note_last(data, no - 1, now)
         return events
+
+    def _note_nul_runs(self, data: bytes) -> None:
+        """A run of NUL bytes is where a log was truncated under a writer, or where another process's appends begin
+        (two servers writing one file): what follows it is another launch."""
+        for m in _NUL_RUN.finditer(data):
+            self.tracker.split_before(self.next_no + data.count(b"\n", 0, m.end()))
 
     def _line(self, no: int, raw: bytes, now: float | None) -> list[Event]:
         text = raw.decode("utf-8", "replace")

@@ -321,6 +321,7 @@ class ServerRun:
         self.stop = stop
         self.book, _ = rules_for(cfg.rules)
         self.analyzer = Analyzer(engine=cfg.engine, rules=list(cfg.rules), clock="arrival")
+        self.analyzer.tracker.hint_command(list(cfg.argv))  # a server that dies on its arguments prints no banner
         self._log: ServerLog | None = None
         self._sink: Sink | None = None
         self._guard: Guard | None = None

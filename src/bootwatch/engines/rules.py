@@ -48,7 +48,7 @@ KINDS = (
     "category",
     "stats",
 )
-FATAL_ROLES = ("cause", "death", "wrapper", "cause_before")
+FATAL_ROLES = ("cause", "death", "wrapper", "cause_before", "signal")
 # Rule sets that engines extend; not engines themselves.
 SHARED = ("python", "uvicorn", "ggml")
 
@@ -60,7 +60,7 @@ class Rule:
     source: str  # "file.toml#phase[3]", for messages and tests
     example: str | list[str] | None = None
     name: str | None = None  # phase name, fact name, warning kind, flag name, category
-    role: str | None = None  # fatal: cause | death | wrapper | cause_before
+    role: str | None = None  # fatal: cause | death | wrapper | cause_before | signal
     category: str | None = None
     repeat: str | None = None  # phase: what a second occurrence from the same process means
     done: bool = False  # phase: this line ends the phase rather than starting it
@@ -91,6 +91,9 @@ class EngineRules:
     health: str = ""  # the path that answers 200 once it serves ("/health"), when the server has one
     capacity: list[CapacitySpec] = field(default_factory=list)  # asked versus effective (engines/capacity.py)
     serving: ServingSpec | None = None  # its concurrency flag and /metrics names (engines/capacity.py)
+    commands: list[Pattern] = field(
+        default_factory=list
+    )  # command lines that start it (`run`): its engine until a line says
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
@@ -162,6 +165,14 @@ class RuleBook:
     def processes(self) -> tuple[str, ...]:
         return tuple(sorted({p for er in self.engines.values() for p in er.processes}))
 
+    def engine_of_command(self, argv: list[str]) -> str | None:
+        """The engine a command line starts, by the engines' `commands` patterns (`run` knows it before any line)."""
+        line = " ".join(argv)
+        for name, er in self.engines.items():
+            if any(p.search(line) for p in er.commands):
+                return name
+        return None
+
     def for_engine(self, name: str) -> EngineRules:
         return self.engines.get(name) or self.engines["unknown"]
 
@@ -208,7 +219,19 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "cause": str,
     "fix": str,
 }
-_TOP_KEYS = {"engine", "extends", "processes", "runs", "formats", "display", "health", "capacity", "serving", *KINDS}
+_TOP_KEYS = {
+    "engine",
+    "extends",
+    "processes",
+    "runs",
+    "formats",
+    "display",
+    "health",
+    "capacity",
+    "serving",
+    "commands",
+    *KINDS,
+}
 
 
 def _strings(value: Any, where: str, key: str) -> list[str]:
@@ -256,6 +279,10 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         health=doc.get("health", ""),
         capacity=parse_capacity(doc.get("capacity", []), origin),
         serving=parse_serving(doc.get("serving"), origin),
+        commands=[
+            compile_pattern(c, f"{origin}#commands[{i}]")
+            for i, c in enumerate(_strings(doc.get("commands", []), origin, "commands"))
+        ],
     )
     for kind in KINDS:
         entries = doc.get(kind, [])
@@ -351,7 +378,12 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
         if name in SHARED:
             continue
         merged = EngineRules(
-            name, runs=list(er.runs), display=er.display or name, health=er.health, formats=list(er.formats)
+            name,
+            runs=list(er.runs),
+            display=er.display or name,
+            health=er.health,
+            formats=list(er.formats),
+            commands=list(er.commands),
         )
         merged.add(er)
         for base in ext:

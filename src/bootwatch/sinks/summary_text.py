@@ -123,10 +123,16 @@ def _launches(summary: dict[str, Any], console: Console) -> None:
 
 
 def _ready(summary: dict[str, Any], console: Console) -> None:
+    up = summary.get("server_ready")
+    if up:  # a model load of a server that was up already (Ollama): the API's readiness, then the load's
+        console.print(_t(f"  API ready at line {up['line_no']}: {up['text']}"))
     r = summary.get("ready")
     if summary["verdict"] == "ready" and r:
         where = f" at line {r['line_no']}" if r.get("line_no") else ""
-        console.print(_t(f"  ready{where}: {r['text']}"))
+        what = "model loaded" if up else "ready"
+        console.print(_t(f"  {what}{where}: {r['text']}"))
+        if r.get("how"):
+            console.print(_t(f"  ({r['how']})", "dim"))
 
 
 def _verify(summary: dict[str, Any], console: Console) -> None:

@@ -34,6 +34,7 @@ class Candidate:
     detail: str | None = None
     chain: list[str] = field(default_factory=list)
     level: str | None = None  # the line's log level, when its prefix says
+    signal: bool = False  # a death: the signal the process died of (its echoes elsewhere are not causes)
 
     @property
     def termination(self) -> bool:
@@ -74,14 +75,19 @@ def _by_tier(live: list[Candidate]) -> Candidate | None:
 
 
 def _explaining_a_death(live: list[Candidate]) -> Candidate | None:
-    """Only echoes and deaths: an error the server logged just before it died says more than they do."""
+    """Only echoes and deaths: an error the server logged just before it died says more than they do; else the
+    first fatal signal (faulthandler, abseil, a shell's job line) over the echoes of it in other processes (EOFError on
+    the pipe, a dead actor, "Received sigquit"); else the first echo."""
     deaths = [c for c in live if c.kind == "death" or c.wrapper and c.kind in ("traceback", "fatal", "loose")]
     if not deaths:
         return None
-    first = _first(deaths)
+    signals = [c for c in deaths if c.signal]
+    first = _first(signals or deaths)
     near = [c for c in live if c.kind == "errlevel" and first.line_no - ERROR_NEAR_DEATH <= c.line_no < first.line_no]
     if near:
         return max(near, key=lambda c: c.line_no)
+    if signals:
+        return first
     return _first([c for c in deaths if c.kind != "death"] or deaths)
 
 

@@ -52,9 +52,9 @@ def detect(tracker: Tracker, ctx: LineContext) -> None:
         _weigh_prefix(tracker, launch, ctx.line)
     if ctx.hits:
         _weigh_detect_rules(tracker, launch, ctx.hits)
-    if launch.engine_by_banner:
-        return  # the launch began with this engine's own banner: other engines' lines are its children's
     scores = launch.scores
+    if launch.engine_by_banner and not _parent_outweighs(tracker, launch):
+        return  # the launch began with this engine's own banner: other engines' lines are its children's
     best, weight = launch.engine, scores.get(launch.engine, 0)
     if not scores or max(scores.values()) <= weight:
         return  # no engine has more evidence than this one (the common case: no need to look at each)
@@ -98,6 +98,17 @@ def rules_of(book: RuleBook, launch: Launch, hits: list[Rule]) -> dict[str, list
         if p is not None:
             kinds.setdefault(r.kind, []).append((p, r))
     return {k: [r for _, r in sorted(v, key=lambda x: x[0])] for k, v in kinds.items()}
+
+
+def _parent_outweighs(tracker: Tracker, launch: Launch) -> bool:
+    """An engine that runs the banner's engine in-process (a Dynamo worker embedding vLLM) and has more evidence:
+    the banner was its child's."""
+    mine = launch.scores.get(launch.engine, 0)
+    return any(
+        launch.engine in tracker.book.for_engine(e).runs and w > mine
+        for e, w in launch.scores.items()
+        if e != launch.engine
+    )
 
 
 def _weigh_prefix(tracker: Tracker, launch: Launch, line: Line) -> None:

@@ -83,8 +83,15 @@ def _fatal(tracker: Tracker, launch: Launch, r: Rule, line: Line, t: float | Non
         # line is still the best there is (a death candidate, chosen last).
         kind = "fatal" if r.role == "cause" else "death"
         add_candidate(tracker, launch, candidate(launch, line, kind, r.category))
-    elif r.role == "death":
-        add_candidate(tracker, launch, candidate(launch, line, "death", r.category, wrapper=True))
+    elif r.role in ("death", "signal"):
+        c = candidate(launch, line, "death", r.category, wrapper=True)
+        # signal: the process died of it (a signal report, faulthandler, a shell's job line): what its echoes in
+        # other processes (a closed pipe, a dead actor) mean
+        c.signal = r.role == "signal"
+        add_candidate(tracker, launch, c)
+    elif r.role == "wrapper":
+        # an echo of another process's death: the cause only when nothing else says anything
+        add_candidate(tracker, launch, candidate(launch, line, "fatal", r.category, wrapper=True))
     mark_dying(tracker, launch, line, t)
 
 

@@ -37,6 +37,7 @@ class Launch:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     warned: set[str] = field(default_factory=set)
     ready: Ready | None = None  # what the log says; the verdict machine decides whether it is readiness
+    server_ready: Ready | None = None  # a model load's launch: when the server itself (its API) was ready
     failure: Failure | None = None
     runtime_failure: Failure | None = None
     candidates: list[Candidate] = field(default_factory=list)

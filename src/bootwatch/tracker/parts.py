@@ -18,9 +18,13 @@ class Ready:
 
     line_no: int | None
     text: str
+    how: str | None = None  # what the readiness rests on, when its rule says ("engine unknown, ready by ...")
 
     def to_json(self) -> dict[str, Any]:
-        return {"line_no": self.line_no, "text": self.text}
+        d: dict[str, Any] = {"line_no": self.line_no, "text": self.text}
+        if self.how:
+            d["how"] = self.how
+        return d
 
 
 @dataclass(frozen=True)

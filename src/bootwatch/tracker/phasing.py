@@ -67,7 +67,7 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
         # From the set's hits: it matched this message already.
         ctx.matched = True
         if launch.dying is None:  # a ready line after the server started dying is not readiness
-            _ready(launch, ctx.line, ctx.t, ctx.events)
+            _ready(launch, ctx.line, ctx.t, ctx.events, r.message)
         return
 
 
@@ -140,11 +140,12 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
     cancel_candidates(launch, line.proc)
 
 
-def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event]) -> None:
+def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event], how: str | None = None) -> None:
     launch.close_phase(line.no, t)
     launch.open_phase(Phase("ready", line.no, t, line.no, t, done=True, end_log_t=launch.last_log_t))
     # The log says ready; the `ready` phase and event are the verdict machine's to emit once it accepts it
     # (a generic uvicorn line may be revoked by a later warm-up failure, a --url must answer first).
-    launch.ready = Ready(line.no, line.text.strip())
+    # `how`: what the readiness rests on, when the rule says (an unknown engine's own listening line)
+    launch.ready = Ready(line.no, line.text.strip(), how)
     launch.ready_engine = launch.engine
     cancel_candidates(launch, None, everything=True)

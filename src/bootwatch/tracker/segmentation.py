@@ -23,9 +23,18 @@ LAUNCH_WEIGHT = 3  # evidence a launch banner gives: it names its engine
 
 
 def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> Launch:
-    """The launch this line belongs to: a launch line (a banner) may begin a new one."""
+    """The launch this line belongs to: a launch line (a banner) may begin a new one, and so do a break in the log
+    (a NUL run) and a bind error once the launch is up (another instance of the server: it cannot be this one's)."""
+    if tracker.split_at is not None and line.no >= tracker.split_at:
+        tracker.split_at = None
+        cur = tracker.launch
+        if cur is not None and cur.start_line < line.no:
+            new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev)
     if not hits and tracker.launch is not None:
         return tracker.launch  # most lines: no rule matched, so no banner
+    cur = tracker.launch
+    if cur is not None and cur.ready is not None and _binds_in_vain(cur, hits):
+        new_launch(tracker, line, cur.engine, ev)
     hit_ids = {id(r) for r in hits if r.kind == "launch"}
     for engine, rule in tracker.book.launch if hit_ids else ():
         if id(rule) in hit_ids:
@@ -33,7 +42,7 @@ def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> 
             if launch is not None:
                 return launch
     if tracker.launch is None:
-        new_launch(tracker, line, tracker.forced or "unknown", ev)
+        new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev)
     assert tracker.launch is not None
     return tracker.launch
 
@@ -48,8 +57,10 @@ def _launch_line(tracker: Tracker, line: Line, engine: str, rule: Rule, ev: list
         return None
     if cur is None or cur.progressed or rule.source in cur.markers:
         first_only_seen = cur is not None and rule.first_only and cur.first_only_seen
+        up = cur.ready or cur.server_ready if cur is not None and rule.first_only else None
         cur = new_launch(tracker, line, engine, ev)
         cur.first_only_seen = first_only_seen
+        cur.server_ready = up  # a model load of a server already up (Ollama): the server's own readiness
         cur.engine_by_banner = not tracker.forced
     elif cur.engine == "unknown" and not cur.forced_engine:
         cur.engine, cur.rules = engine, tracker.book.for_engine(engine)
@@ -57,6 +68,12 @@ def _launch_line(tracker: Tracker, line: Line, engine: str, rule: Rule, ev: list
     cur.scores[engine] = cur.scores.get(engine, 0) + LAUNCH_WEIGHT
     cur.markers.add(rule.source)
     return cur
+
+
+def _binds_in_vain(launch: Launch, hits: list[Rule]) -> bool:
+    """A port-in-use failure of the launch's engine: its port is bound, so this is another instance failing."""
+    binds = [r for r in hits if r.kind == "fatal" and r.category == "port_in_use"]
+    return bool(binds) and any(m is r for m in launch.rules["fatal"] for r in binds)
 
 
 def _child_banner(tracker: Tracker, cur: Launch, engine: str) -> bool:

@@ -10,6 +10,7 @@ chosen among the candidates (`candidates.choose`), its category found. The verdi
 from __future__ import annotations
 
 import re
+import signal as signals
 from typing import TYPE_CHECKING
 
 from bootwatch.lines import Line
@@ -75,14 +76,14 @@ def exited(tracker: Tracker, code: int | None, signal: int | None, reason: str |
     if launch is None:
         # It died before printing anything a rule looks at (or anything at all): still a launch that failed.
         no, text = tracker.tail or (0, "")
-        launch = new_launch(tracker, Line(no, text, text), tracker.forced or "unknown", ev)
+        launch = new_launch(tracker, Line(no, text, text), tracker.forced or tracker.hinted or "unknown", ev)
         launch.last_no = no
     tracker.exit_info = {"code": code, "signal": signal}
     if reason is None:
         if signal == 9 or code in (137, -9):
             reason = "process killed (SIGKILL) with no traceback - likely the OOM killer"
         elif signal:
-            reason = f"process terminated by signal {signal}"
+            reason = f"process terminated by signal {signal} ({_signal_name(signal)})"
         else:
             reason = f"process exited with code {code}"
     tracker.tb.flush()
@@ -195,4 +196,27 @@ def _unexplained(tracker: Tracker, launch: Launch, reason: str) -> Candidate:
             c = Candidate(no, text, None, "death", no, None, list(launch.recent))
             c.detail = reason
             return c
-    return Candidate(launch.last_no, reason, None, "death", launch.last_no, "killed", list(launch.recent))
+    cat = _exit_category(tracker.exit_info)
+    return Candidate(launch.last_no, reason, None, "death", launch.last_no, cat, list(launch.recent))
+
+
+_KILLS = frozenset({signals.SIGKILL, signals.SIGTERM, signals.SIGINT, signals.SIGHUP})
+
+
+def _exit_category(exit_info: dict[str, int | None] | None) -> str:
+    """How the process ended, when nothing it printed says why: killed (SIGKILL, SIGTERM: from outside, the OOM
+    killer), crashed (another signal: SIGSEGV, SIGABRT, SIGBUS), or exited (its own exit code)."""
+    info = exit_info or {}
+    sig, code = info.get("signal"), info.get("code")
+    if sig in _KILLS or code in (137, 143, -9):
+        return "killed"
+    if sig:
+        return "crashed"
+    return "exited"
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signals.Signals(n).name
+    except ValueError:
+        return f"signal {n}"

@@ -40,6 +40,8 @@ class Tracker:
     ) -> None:
         self.book = book
         self.forced = engine
+        self.hinted: str | None = None  # the engine its command line starts (`run`), until a line names one
+        self.split_at: int | None = None  # a line from which on the log is another launch's (after a NUL run)
         self.grace_s = grace_s
         self.quiet_fail_s = quiet_fail_s
         self.fmt_engine = prefix_engines(book)  # prefix family -> the one engine that prints it
@@ -52,10 +54,21 @@ class Tracker:
         self.last_evidence_t: float | None = None  # the log's clock at the latest evidence of death
         self.serving = serving  # stats lines after ready (serving.ServingTracker; given, as serving sits above)
 
+    def hint_command(self, argv: list[str]) -> None:
+        """`run` knows the command: its engine is the launch's until the log names one (a server that dies on its
+        arguments prints no banner)."""
+        self.hinted = self.book.engine_of_command(argv)
+
+    def split_before(self, line_no: int) -> None:
+        """The log breaks at this line (a NUL run: truncated under its writer, or another writer's appends): the
+        lines from it on are another launch's."""
+        if self.split_at is None:
+            self.split_at = line_no
+
     # ---- input -------------------------------------------------------------------------------------
     @property
     def wants_all_lines(self) -> bool:
-        return self.tb.busy
+        return self.tb.busy or self.split_at is not None  # a launch begins at the split: its first line counts
 
     def feed(self, line: Line) -> list[Event]:
         """One line through the steps, in order, until one consumes it: the events it gave."""
@@ -169,6 +182,7 @@ class Tracker:
                 "launches": self.launches,
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
+                "server_ready": launch.server_ready.to_json() if launch.server_ready else None,
                 "caught_up": launch.caught_up,
                 "launch_t": launch.phases[0].start_log_t if launch.phases else None,
                 "last_line_no": launch.last_no,

@@ -1,0 +1,98 @@
+"""Engines read by their own words: each engine file's readiness on the real lines it was written from
+(tests/fixtures/real_lines), and the generic readiness of a server no file knows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bootwatch.pipeline import analyze_path
+
+from .conftest import FIXTURES
+
+UNKNOWN = "engine unknown, ready by its own listening line"
+
+
+def real(name: str) -> str:
+    lines = (FIXTURES / "real_lines" / f"{name}.log").read_text("utf-8").splitlines()
+    return "\n".join(x for x in lines if not x.startswith("# ")) + "\n"
+
+
+def report(tmp_path: Path, text: str) -> dict:
+    log = tmp_path / "server.log"
+    log.write_text(text)
+    return analyze_path(log)
+
+
+@pytest.mark.parametrize(
+    ("name", "ready_text"),
+    [
+        ("mistralrs", "Serving on http://0.0.0.0:1234"),
+        ("mlx_lm", "Starting httpd at "),
+        ("lmstudio", "Success! HTTP server listening on port 1234"),
+        ("triton", "Started HTTPService at 0.0.0.0:8000"),
+        ("dynamo", 'added model model_name="openai/gpt-oss-120b"'),
+        ("sglang_router", "Router ready | workers: []"),
+        ("koboldcpp", "Please connect to custom endpoint at http://"),
+        ("tabbyapi", "Uvicorn running on http://10.1.1.10:8080"),
+        ("xinference", "Uvicorn running on http://127.0.0.1:9997"),
+    ],
+)
+def test_each_engine_is_ready_by_its_own_words(tmp_path: Path, name: str, ready_text: str) -> None:
+    s = report(tmp_path, real(name))
+    assert s["engine"] == name and s["verdict"] == "ready", s
+    assert ready_text in s["ready"]["text"]
+    assert "how" not in s["ready"]  # its own file's readiness, not the generic one
+
+
+def test_a_dynamo_worker_is_ready_when_it_registers_its_model(tmp_path: Path) -> None:
+    # The engine the worker embeds prints its own lines (here vLLM's), but never its HTTP readiness.
+    text = (
+        "INFO 05-12 02:45:15 [api_server.py:1043] vLLM API server version 0.8.5.post1\n"
+        "INFO 05-12 02:45:20 [loader.py:458] Loading weights took 3.21 seconds\n"
+        + "\n".join(real("dynamo").splitlines()[-2:])
+        + "\n"
+    )
+    s = report(tmp_path, text)
+    assert s["engine"] == "dynamo" and s["verdict"] == "ready", s
+    assert "Registered base model" in s["ready"]["text"]
+
+
+def test_a_server_no_file_knows_is_ready_by_its_own_listening_line(tmp_path: Path) -> None:
+    text = "loading weights from /models/m\nweights loaded in 3.2 s\nServing on http://0.0.0.0:1234\n"
+    s = report(tmp_path, text)
+    assert s["engine"] == "unknown" and s["verdict"] == "ready", s
+    assert s["ready"]["line_no"] == 3 and s["ready"]["how"] == UNKNOWN
+    log = tmp_path / "server.log"
+    out = subprocess.run(
+        [sys.executable, "-m", "bootwatch", "report", str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert UNKNOWN in out.stdout, out.stdout
+
+
+def test_torch_distributed_socket_is_not_a_server_listening(tmp_path: Path) -> None:
+    text = "[W socket.cpp:464] [c10d] The server socket has started to listen on [::]:29500.\nloading shards\n"
+    assert report(tmp_path, text)["verdict"] == "incomplete"
+
+
+def test_a_client_failure_after_a_generic_readiness_is_not_a_failed_start(tmp_path: Path) -> None:
+    # A uvicorn app (a load balancer in front of SGLang servers) is ready; a benchmark run against it then
+    # fails its assertion, printed in SGLang's line format: a later client failure, not a failed startup.
+    text = (
+        "INFO:     Started server process [4242]\n"
+        "INFO:     Waiting for application startup.\n"
+        "INFO:     Application startup complete.\n"
+        "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n"
+        "[2025-10-01 10:00:05] Benchmark starts against http://127.0.0.1:8000\n"
+        "[2025-10-01 10:00:09] accuracy=0.12\n"
+        "Traceback (most recent call last):\n"
+        '  File "/work/bench/test_accuracy.py", line 40, in <module>\n'
+        "    assert accuracy > 0.6\n"
+        "AssertionError\n"
+    )
+    s = report(tmp_path, text)
+    assert s["verdict"] == "ready", s
+    assert s["ready"]["line_no"] == 4
