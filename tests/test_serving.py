@@ -243,7 +243,7 @@ def test_scrape_turns_counters_into_rates_and_acceptance() -> None:
 
 
 def _judge(engine: str, **facts: object) -> dict[str, tuple[bool, str]]:
-    from bootwatch.serving.capacity import judge
+    from bootwatch.engines.capacity_judge import judge
 
     specs = load_rulebook().for_engine(engine).capacity
     return {c.kind: (c.cut, c.evidence) for c in judge(specs, dict(facts), {})}

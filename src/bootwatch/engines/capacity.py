@@ -1,5 +1,5 @@
 """The `[[capacity]]` tables of an engine file: which facts hold what a server was asked to run and what it
-runs, and the engine's own arithmetic between the two. Read by bootwatch.serving.capacity; a finding comes only
+runs, and the engine's own arithmetic between the two. Judged by bootwatch.engines.capacity_judge; a finding comes only
 when the effective value is below what that arithmetic gives (SGLang's per-DP-rank division is not a cut).
 
 Two shapes:

@@ -9,7 +9,7 @@ from statistics import median
 from typing import Any, Protocol
 
 from bootwatch.engines.capacity import CapacitySpec
-from bootwatch.serving.capacity import Cap, judge
+from bootwatch.engines.capacity_judge import Cap, judge
 from bootwatch.serving.stats import ServingSample
 
 HANG_S = 30.0  # requests running and nothing generated for this long: a hang, not a slow batch

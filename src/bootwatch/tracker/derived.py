@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bootwatch.serving import capacity
+from bootwatch.engines import capacity_judge as capacity
 
 # Below this many full-context requests fitting in the KV cache at once, long prompts queue up.
 MIN_FULL_LENGTH_REQUESTS = 4
