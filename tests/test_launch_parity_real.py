@@ -1,6 +1,6 @@
 """`bootwatch.launch()` and `bootwatch run` are one runner (runner.py): on the same real llama-server they
-emit the same kinds of event, the startup-insight part included: an ETA from the history once a startup of
-the same command was recorded, and "it moves" activity while the log is silent.
+emit the same kinds of event, the startup-insight part included: an ETA from the history once startups of
+the same command were recorded, and "it moves" activity while the log is silent.
 
 The silent phase is real llama-server work: the model is the tiny GGUF with one extra metadata array of ten
 million strings (a key llama.cpp does not use), which gguf_init parses one string at a time, on the CPU,
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import bootwatch
+from bootwatch.insight.eta import ALIKE_MIN
 from bootwatch.tracker import Event
 
 from .test_real_servers import BOOTWATCH, PATHS, free_port, llama_cmd
@@ -67,7 +68,8 @@ def kinds_of(events: list[dict]) -> set[str]:
 def test_launch_emits_what_run_emits_eta_and_activity_included(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     gguf = padded_gguf(Path(PATHS["BOOTWATCH_TINY_GGUF"]), tmp_path / "padded.gguf")
-    run_events(tmp_path, home, llama_cmd(free_port(), gguf=str(gguf)), "first.log")  # the recorded startup
+    for i in range(ALIKE_MIN):  # the recorded startups: enough alike ones for a history ETA
+        run_events(tmp_path, home, llama_cmd(free_port(), gguf=str(gguf)), f"recorded{i}.log")
     by_run = run_events(tmp_path, home, llama_cmd(free_port(), gguf=str(gguf)), "second.log")
 
     monkeypatch.setenv("BOOTWATCH_HOME", str(home))
