@@ -124,9 +124,19 @@ class ServerError(Exception):
         return self.report.phase
 
     def details(self) -> str:
-        """The message, then the summary (root cause, phase table) and where the log is."""
-        where = f"log: {self.log_path}\n" if self.log_path is not None else ""
-        return f"{self}\n{self.report.text(str(self.log_path or ''))}{where}"
+        """What a test report needs, in a dozen lines: the message, the phase table (where it died) and where
+        the log is; `report.text()` has the whole summary."""
+        from bootwatch.durations import fmt_duration
+
+        rows = [f"{self}"]
+        phases = self.report.phases
+        for i, p in enumerate(phases):
+            name = ("draft " if p.get("draft") else "") + str(p.get("name"))
+            mark = "  <- died here" if i == len(phases) - 1 and self.report.verdict is not Verdict.READY else ""
+            rows.append(f"  {name:<20} {fmt_duration(p.get('duration_s')):>8}{mark}")
+        if self.log_path is not None:
+            rows.append(f"log: {self.log_path}")
+        return "\n".join(rows) + "\n"
 
 
 class ServerFailed(ServerError):
@@ -158,7 +168,11 @@ def raise_for(report: Report, log_path: Path | None, what: str = "the server") -
     v = report.verdict
     if v is Verdict.READY:
         return
-    phase = f" in phase {report.phase}" if report.phase else ""
+    # The message leads with what people call the server and the cause: a test report's short summary keeps
+    # only its first few dozen characters ("SGLang failed in cuda_graph: torch.OutOfMemoryError: ...").
+    known = report.engine != "unknown" and report.raw.get("engine_display")
+    what = str(known) if known else what
+    phase = f" in {report.phase}" if report.phase else ""
     where = f" (log: {log_path})" if log_path is not None else ""
     if v is Verdict.FAILED:
         cause = report.root_cause or "no line in the log explains it"

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from bootwatch.api import Server
+    from bootwatch.api import Server, ServerError
 
 ServerFactory = Callable[..., "Server"]
 _STARTED_KEY = pytest.StashKey[list["Server"]]()
+_TOLD_KEY = pytest.StashKey[dict[int, str]]()  # the failed starts already explained, by which test
 
 
 class _Servers:
@@ -36,15 +37,26 @@ class _Servers:
         self.log_dir = log_dir
         self.stack = contextlib.ExitStack()
         self.running: dict[str, Server] = {}
+        self.failed: dict[str, ServerError] = {}  # a start that failed fails every test that asks again: once
 
     def start(self, cmd: str | Sequence[str], **options: Any) -> Server:
-        from bootwatch.api import launch
+        from bootwatch.api import ServerError, launch
 
+        __tracebackhide__ = True  # a failed start is the server's story, not bootwatch's frames
         key = json.dumps([cmd if isinstance(cmd, str) else list(cmd), sorted(options.items())], default=str)
+        if key in self.failed:
+            raise self.failed[key]
         if key in self.running:
-            return self.running[key]
+            server = self.running[key]
+            if not server.alive():
+                raise _died(server)
+            return server
         options.setdefault("log_dir", self.log_dir)
-        server = self.stack.enter_context(launch(cmd, **options))
+        try:
+            server = self.stack.enter_context(launch(cmd, **options))
+        except ServerError as e:
+            self.failed[key] = e
+            raise
         self.running[key] = server
         self.config.stash.setdefault(_STARTED_KEY, []).append(server)
         return server
@@ -55,6 +67,20 @@ class _Servers:
             if server in started:
                 started.remove(server)  # stopped on purpose: no later failure blames it
         self.stack.close()
+
+
+def _died(server: Server) -> ServerError:
+    """A shared server that died since an earlier test got it: no test is handed a dead one."""
+    from bootwatch.api import Report, ServerFailed, display_name
+
+    report = server.analyze()
+    cause = (report.raw.get("runtime_failure") or {}).get("text") or "no line in the log explains it"
+    return ServerFailed(
+        f"{display_name(server.argv)} (pid {server.pid}) died after it was ready (exit status "
+        f"{server.exit_code()}): {cause} (log: {server.log_path})",
+        Report(report.raw),
+        server.log_path,
+    )
 
 
 def _servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
@@ -90,8 +116,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     from bootwatch.api import ServerError, display_name
 
     exc = call.excinfo.value if call.excinfo is not None else None
-    if isinstance(exc, ServerError):
-        report.sections.append(("bootwatch: why the server did not start", exc.details()))
+    if isinstance(exc, ServerError) and call.excinfo is not None:
+        # One line for the error (where the test asked for the server, and the cause), and the server's story
+        # once: every later test that shares the server points back to it.
+        longrepr = call.excinfo.getrepr(style="line")
+        crash = getattr(longrepr, "reprcrash", None)
+        if crash is not None:  # the short summary's line: the class's own name, then the cause at once
+            crash.message = f"{type(exc).__name__}: {exc}"
+        report.longrepr = longrepr
+        told: dict[int, str] = item.config.stash.setdefault(_TOLD_KEY, {})
+        if id(exc) in told:
+            report.sections.append(("bootwatch", f"the same server as in {told[id(exc)]} (see its report)"))
+        else:
+            told[id(exc)] = item.nodeid
+            report.sections.append(("bootwatch: why the server did not start", exc.details()))
         return
     # The test failed for its own reasons, or because a server it talks to died under it.
     for server in item.config.stash.get(_STARTED_KEY, []):
