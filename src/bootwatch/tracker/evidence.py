@@ -27,7 +27,8 @@ ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 # ---- steps -----------------------------------------------------------------------------------------
 def tracebacks(tracker: Tracker, ctx: LineContext) -> None:
     """Python tracebacks, assembled per process: a traceback's first exception line is a candidate, and the
-    lines a traceback takes (and the message line below a cause_next line) (frames, its exception, its chain) are consumed: no other step sees them."""
+    lines a traceback takes (frames, its exception, its chain) are consumed: no other step sees them. So is the
+    message line below a cause_next line (a Rust panic's), which is a candidate whatever its shape."""
     line = ctx.line
     pending, ctx.launch.cause_next = ctx.launch.cause_next, None
     if pending is not None and line.no == pending[1] + 1 and line.text.strip():
