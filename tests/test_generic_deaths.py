@@ -57,6 +57,12 @@ def report(tmp_path: Path, body: str, head: str = START) -> dict:
             "CUDA error: no kernel image is available",
         ),
         ("[Device not found] Device acquire failed.\n", "Device acquire failed."),
+        (  # a Rust panic (mistral.rs, Rust >= 1.73): the message is the line below the location
+            "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:232:9:\n"
+            'File "tokenizer.json" not found at model id "mistralai/Mistral-7B-Instruct-v0.1"\n'
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+            'File "tokenizer.json" not found at model id "mistralai/Mistral-7B-Instruct-v0.1"',
+        ),
     ],
 )
 def test_quiet_death_is_failed_with_the_specific_line(tmp_path: Path, body: str, cause: str) -> None:

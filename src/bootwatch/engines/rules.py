@@ -48,7 +48,7 @@ KINDS = (
     "category",
     "stats",
 )
-FATAL_ROLES = ("cause", "death", "wrapper", "cause_before", "signal")
+FATAL_ROLES = ("cause", "death", "wrapper", "cause_before", "signal", "cause_next")
 # Rule sets that engines extend; not engines themselves.
 SHARED = ("python", "uvicorn", "ggml")
 
@@ -60,7 +60,7 @@ class Rule:
     source: str  # "file.toml#phase[3]", for messages and tests
     example: str | list[str] | None = None
     name: str | None = None  # phase name, fact name, warning kind, flag name, category
-    role: str | None = None  # fatal: cause | death | wrapper | cause_before | signal
+    role: str | None = None  # fatal: cause | death | wrapper | cause_before | signal | cause_next
     category: str | None = None
     repeat: str | None = None  # phase: what a second occurrence from the same process means
     done: bool = False  # phase: this line ends the phase rather than starting it

@@ -27,8 +27,16 @@ ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 # ---- steps -----------------------------------------------------------------------------------------
 def tracebacks(tracker: Tracker, ctx: LineContext) -> None:
     """Python tracebacks, assembled per process: a traceback's first exception line is a candidate, and the
-    lines a traceback takes (frames, its exception, its chain) are consumed: no other step sees them."""
+    lines a traceback takes (frames, its exception, its chain) are consumed: no other step sees them. So is the
+    message line below a cause_next line (a Rust panic's), which is a candidate whatever its shape."""
     line = ctx.line
+    pending, ctx.launch.cause_next = ctx.launch.cause_next, None
+    if pending is not None and line.no == pending[1] + 1 and line.text.strip():
+        # the message a cause_next line announced (Rust >= 1.73 prints a panic's message below its location):
+        # whatever it says (even `File "x" not found`, a frame's shape), it is the cause
+        add_candidate(tracker, ctx.launch, candidate(ctx.launch, line, "fatal", pending[0]))
+        ctx.consumed = True
+        return
     tb = tracker.tb
     if is_header(line.text):
         tb.start(line)
@@ -83,6 +91,10 @@ def _fatal(tracker: Tracker, launch: Launch, r: Rule, line: Line, t: float | Non
         # line is still the best there is (a death candidate, chosen last).
         kind = "fatal" if r.role == "cause" else "death"
         add_candidate(tracker, launch, candidate(launch, line, kind, r.category))
+    elif r.role == "cause_next":
+        # the failure is reported here, its message is the next line: this line is the cause only if none comes
+        add_candidate(tracker, launch, candidate(launch, line, "death", r.category, wrapper=True))
+        launch.cause_next = (r.category, line.no)
     elif r.role in ("death", "signal"):
         c = candidate(launch, line, "death", r.category, wrapper=True)
         # signal: the process died of it (a signal report, faulthandler, a shell's job line): what its echoes in

@@ -44,6 +44,8 @@ class Launch:
     # Errors the server logged that no rule knows: only the latest matter (they explain a death that follows).
     error_lines: deque[Candidate] = field(default_factory=lambda: deque(maxlen=32))
     dying: int | None = None  # line of the first evidence of death before ready
+    # A cause_next rule's line (its category, its number): the line after it is its message (a Rust panic's).
+    cause_next: tuple[str | None, int] | None = None
     dying_after_ready: int | None = None
     last_no: int = 0
     last_t: float | None = None

@@ -68,7 +68,10 @@ class Tracker:
     # ---- input -------------------------------------------------------------------------------------
     @property
     def wants_all_lines(self) -> bool:
-        return self.tb.busy or self.split_at is not None  # a launch begins at the split: its first line counts
+        # a traceback goes on, a launch begins at the split (its first line counts), a panic's message follows
+        return (
+            self.tb.busy or self.split_at is not None or self.launch is not None and self.launch.cause_next is not None
+        )
 
     def feed(self, line: Line) -> list[Event]:
         """One line through the steps, in order, until one consumes it: the events it gave."""
