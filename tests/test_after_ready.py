@@ -26,6 +26,8 @@ TRUE_CAPACITY = {
     "sglang/v0.5.16-gb10-nvfp4-capture-0of58-aborted-memlow": {"max_running_requests_reduced"},
     "sglang/v0.5.16-gb10-nvfp4-capture-0of58-aborted": {"max_running_requests_reduced"},
     "sglang/v0.5.x-2026-08-gb10-laguna-int4-dflash-spec-cap48-ready-decode-batches": {"max_running_requests_reduced"},
+    # llama-server's own line says it: n_slots = 4, n_ctx_slot = 8192 of a 32768-token context (each slot a quarter).
+    "llamacpp/2026-terse-format-qwen25-05b-q8-7-lines-listening-then-cleanup": {"context_split"},
 }
 
 
