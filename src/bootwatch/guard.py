@@ -128,7 +128,9 @@ class Guard:
         finally:
             os.close(up_r)
         if said != b"up\n":
-            code = self.proc.poll() if self.proc is not None else None
+            code = None
+            with contextlib.suppress(subprocess.TimeoutExpired):  # its stdout closed: it is exiting
+                code = self.proc.wait(timeout=0.5) if self.proc is not None else None
             why = f"it exited with code {code}" if code is not None else f"no answer in {up_timeout_s:.0f} s"
             self._abandon()
             raise GuardNotUp(
