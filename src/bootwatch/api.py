@@ -15,7 +15,6 @@ process if this Python process is killed), and a death explains itself from the 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import io
 import os
@@ -37,6 +36,7 @@ from bootwatch.probes.http import HttpProbe
 from bootwatch.session import Options, Session
 from bootwatch.sources.fd_follow import FdFollower
 from bootwatch.sources.process import ServerLog, ServerProcess
+from bootwatch.sources.stopping import run_to_the_end
 from bootwatch.tracker import Event, LineEvent
 from bootwatch.tracker.verdict import Verdict
 
@@ -288,7 +288,8 @@ class _Started:
             return await self.process.stop()
         finally:
             self.stopped = True
-            self.guard.release()
+            if not self.process.group_alive():  # else the guard stops the group when this process exits
+                self.guard.release()
             self.log.close()
 
 
@@ -303,16 +304,9 @@ class _LoopThread:
         self.thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result()
-        except BaseException:
-            # Ctrl-C (or any exception in this thread) while waiting: cancel, and wait for the cleanup that
-            # stops the server; a second Ctrl-C leaves it to the guard.
-            fut.cancel()
-            with contextlib.suppress(BaseException):
-                concurrent.futures.wait([fut], timeout=30)
-            raise
+        # Ctrl-C while waiting cancels the coroutine, whose cleanup stops the server; a further Ctrl-C hurries
+        # that stop to its next step, and the wait lasts until the stop has ended.
+        return run_to_the_end(self.loop, coro)
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -390,8 +384,8 @@ class Launch:
             outcome = await session.run(follower.chunks())
             summary = session.summary(outcome)
         except BaseException:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(started.stop())
+            with contextlib.suppress(asyncio.CancelledError):  # a repeat cancellation only hurried the stop
+                await started.stop()
             raise
         finally:
             follower.close()
@@ -416,7 +410,12 @@ class Launch:
 
     # ---- async with -------------------------------------------------------------------------------
     async def __aenter__(self) -> Server:
-        return await self._start()
+        try:
+            return await self._start()
+        except BaseException:  # a user sink's close() that raised, too: no server left running behind
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stop()
+            raise
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -429,6 +428,8 @@ class Launch:
         try:
             return self._thread.call(self._start())
         except BaseException:
+            with contextlib.suppress(BaseException):  # the stop has ended when call() returns or raises
+                self._thread.call(self._stop())
             self._thread.close()
             self._thread = None
             raise

@@ -202,12 +202,18 @@ class Group:
         steps: tuple[tuple[Signals, float], ...] = STOP_STEPS,
     ) -> None:
         """Each step's signal, then its grace, until the leader is reaped and nothing of the group is left.
-        A further stop request (`hurry`) skips to the next step at once."""
+        A further stop request (`hurry`) skips to the next step at once.
+
+        A cancellation of the task doing the stop is such a request too, never the end of the stop: in the
+        Python API a second Ctrl-C or `task.cancel()` (or asyncio.run cancelling every task on its way out)
+        lands here, and a stop abandoned half-way would leave the server's children running. The stop runs
+        to its end (at most the sum of the graces), then the cancellation is raised."""
         loop = asyncio.get_running_loop()
 
         def gone() -> bool:
             return reaped() and not self.alive() and not self.outside()
 
+        cancelled = False
         i = max(0, hurry.count - 1) if hurry is not None else 0  # signals that came before we began
         i = min(i, len(steps) - 1)
         while i < len(steps) and not gone():
@@ -216,8 +222,14 @@ class Group:
             deadline = loop.time() + grace
             nudge = hurry.next_request() if hurry is not None else asyncio.Event()
             while loop.time() < deadline and not gone() and not nudge.is_set():
-                await asyncio.sleep(0.05)
+                try:
+                    await asyncio.sleep(0.05)
+                except asyncio.CancelledError:
+                    cancelled = True
+                    break  # the next, harsher step now
             i += 1
+        if cancelled:
+            raise asyncio.CancelledError
 
 
 # ---- the server -----------------------------------------------------------------------------------
