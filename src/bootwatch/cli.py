@@ -277,16 +277,23 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
     return 2
 
 
+def _said(e: BaseException) -> str:
+    """An error message as printed: it may quote a URL or an argument, so secrets are masked there too."""
+    from bootwatch.text import shown
+
+    return shown(e)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
     except UsageError as e:  # a bad DUR
-        print(f"bootwatch: {e}", file=sys.stderr)
+        print(f"bootwatch: {_said(e)}", file=sys.stderr)
         return 2
     try:
         return _dispatch(args, argv)
     except UsageError as e:
-        print(f"bootwatch: {e}", file=sys.stderr)
+        print(f"bootwatch: {_said(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

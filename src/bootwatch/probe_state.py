@@ -49,9 +49,12 @@ class ProbeState:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        from bootwatch.text.redact import redact_obj
+
         d = asdict(self)
         d.update(d.pop("extra"))
-        return d
+        out: dict[str, Any] = redact_obj(d)  # the file is read by probes and people: no secret in any field
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProbeState:
