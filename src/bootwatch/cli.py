@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 from rich.console import Console
@@ -194,8 +195,11 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_report(args: argparse.Namespace) -> int:
     from bootwatch.pipeline import analyze_path
     from bootwatch.sinks.summary_text import render
+    from bootwatch.sources.interrupts import catch_early, stop_requested
 
+    catch_early()  # a stop signal ends the reading; the summary of what was read is still printed
     summary = analyze_path(args.log, engine=args.engine, rules=args.rules, exhaustive=args.exhaustive)
+    stopped = stop_requested()
     if args.html:
         from bootwatch.sinks.html import report_timeline
 
@@ -214,6 +218,13 @@ def cmd_report(args: argparse.Namespace) -> int:
                 f"  ({summary['truncated_lines']} over-long line(s) were cut to their first and last 64 KiB)",
                 style="dim",
             )
+    if stopped is not None:
+        print(
+            f"bootwatch: stopped by {signal.Signals(stopped).name} after line {summary.get('lines', 0)};"
+            " the summary covers the log up to there",
+            file=sys.stderr,
+        )
+        return 128 + stopped
     return 0
 
 

@@ -40,7 +40,7 @@ from bootwatch.sources.fd_follow import FdFollower
 from bootwatch.sources.file import FileFollower, Kind, check_path, last_launch_offset
 from bootwatch.sources.interrupts import Interrupts, interrupts
 from bootwatch.sources.process import ServerLog, ServerProcess, describe_exit, die_with_parent, stop_process_group
-from bootwatch.sources.replay import replay_chunks
+from bootwatch.sources.replay import is_fifo, replay_chunks
 from bootwatch.sources.spec import Spec, parse_source
 from bootwatch.sources.ssh import SshFollower
 from bootwatch.text import redact, shown
@@ -107,9 +107,14 @@ def _finish(session: Session, sink: Any, outcome: str, record_as: tuple[str, str
 
 # ---- replay ---------------------------------------------------------------------------------------
 async def replay(args: Any) -> int:
-    with open_log(args.log) as f:
-        if looks_binary(f.read(65536)):
-            raise UsageError(f"{args.log}: this looks like binary data, not a server log")
+    if is_fifo(args.log):
+        # Opened once, by the replay itself: a second open would wait for a second writer (a look at its
+        # head here would take the first writer's bytes), with the loop and its stop signals held.
+        pass
+    else:
+        with open_log(args.log) as f:
+            if looks_binary(f.read(65536)):
+                raise UsageError(f"{args.log}: this looks like binary data, not a server log")
     year = year_of(args.log)
     analyzer = Analyzer(engine=args.engine, rules=args.rules, year=year)
     sink = make_sink(args, [(args.log, analyzer)], args.log)
@@ -503,6 +508,8 @@ async def _run_started(
     stop_server = True
     try:
         outcome = await _with_interrupt(session.run(follower.chunks()))
+        if outcome == "interrupted":
+            server.begin_stop()  # the server hears the Ctrl-C now; the summary is written during its grace
         if outcome == "ready" and args.detach:
             stop_server = False
             code = _finish(session, sink, "ready", record_as)

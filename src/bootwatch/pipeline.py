@@ -7,6 +7,7 @@ test on a recorded log exercises the live path too.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ from bootwatch.engines.prefilter import Prefilter, for_union
 from bootwatch.errors import UsageError
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
-from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
+from bootwatch.sources.interrupts import stop_requested
 from bootwatch.tracker import Event, Tracker
 from bootwatch.tracker.summary import Summary
 from bootwatch.tracker.verdict import Verdict
@@ -170,6 +172,9 @@ class Analyzer:
         return s
 
 
+CATCH_UP_PIECE = 64 << 10  # a stop signal is looked at this often while a file is read to its end
+
+
 def analyze_file(
     f,
     analyzer: Analyzer,
@@ -187,6 +192,8 @@ def analyze_file(
     first = True
     reader = Utf8Reader(f)
     while True:
+        if stop_requested() is not None:  # Ctrl-C or SIGTERM while catching up: the summary covers what was read
+            return fed, chunker.truncated_lines
         block = reader.read(READ_SIZE)
         if not block:
             break
@@ -194,9 +201,11 @@ def analyze_file(
             first = False
             if looks_binary(block):
                 raise UsageError(f"{name}: this looks like binary data, not a server log")
-        data = chunker.push(block)
-        fed += len(data)
-        analyzer.feed(data, clock() if clock else None)
+        for piece in pieces(chunker.push(block), CATCH_UP_PIECE):
+            if stop_requested() is not None:
+                return fed, chunker.truncated_lines
+            fed += len(piece)
+            analyzer.feed(piece, clock() if clock else None)
     if not complete_only:
         tail = chunker.flush()
         fed += len(tail)
@@ -244,7 +253,7 @@ def analyze_path(
     analyzer = Analyzer(engine=engine, rules=rules, year=year_of(path))
     with open_log(path) as f:
         start = 0
-        if not exhaustive:
+        if not exhaustive and stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO is read once, from its start
             try:
                 starts = launch_starts(path, launch_marker(rules), keep=MARKERS_BACK)
             except OSError:

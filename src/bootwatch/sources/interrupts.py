@@ -60,6 +60,23 @@ def catch_early() -> None:
             signal.signal(sig, lambda signum, _frame: _early.append(signum))
 
 
+def stop_requested() -> int | None:
+    """The first stop signal caught so far, or None: for work that runs without yielding to the loop (a
+    catch-up on a long file, `report`), which checks it between blocks and stops there."""
+    if _early:
+        return _early[0]
+    for found in _installed.values():
+        if found.signum is not None:
+            return found.signum
+    return None
+
+
+async def turn() -> None:
+    """A reader's pause between two pieces: the loop runs its callbacks (a stop signal's handler among them).
+    Once a stop is pending the reader waits instead of taking the CPU from the stop (it is cancelled soon)."""
+    await asyncio.sleep(0 if stop_requested() is None else 0.05)
+
+
 def interrupts() -> Interrupts:
     """The running loop's Interrupts, installing its signal handlers on first use."""
     loop = asyncio.get_running_loop()
