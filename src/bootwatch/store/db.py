@@ -52,6 +52,7 @@ def busy_timeout(ms: int) -> Iterator[None]:
     finally:
         _BUSY_MS.reset(token)
 
+
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes; extended ones add high bits)
 
 
