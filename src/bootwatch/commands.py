@@ -168,7 +168,12 @@ def _open_source(spec: Spec, analyzer: Analyzer, sink: Any, args: Any) -> Follow
     if kind is Kind.FILE:  # a FIFO has no past to catch up on: it is read as it comes
         begin = 0 if args.from_start else last_launch_offset(path, launch_marker(args.rules))
         start = _catch_up(path, analyzer, begin)
-        await_new = not args.from_start and analyzer.tracker.verdict() in ("ready", "failed")
+        # A launch that already failed is over: wait for the next one (a supervisor's restart). One that is
+        # ready is the server as it stands: say so (a sidecar restarted after the server came up must not
+        # call a healthy server stalled).
+        await_new = not args.from_start and analyzer.tracker.verdict() == "failed"
+        if not args.from_start and analyzer.tracker.verdict() == "ready":
+            sink.note(time.time(), already_ready(spec.text, analyzer))
         if await_new:
             sink.note(
                 time.time(),
@@ -180,6 +185,16 @@ def _open_source(spec: Spec, analyzer: Analyzer, sink: Any, args: Any) -> Follow
                 sink.event(ev, time.time())
     follower = FileFollower(path, start=start, note=note)
     return Followed(follower.chunks(), lambda: follower.offset, None, follower.close, await_new)
+
+
+def already_ready(source: str, analyzer: Analyzer) -> str:
+    """The note for a watch that arrives after the launch was ready: since when, by the log's own clock."""
+    launch = analyzer.tracker.launch
+    ready = (launch.ready if launch is not None else None) or {}
+    t = analyzer.ready_log_t
+    when = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))} by the log's clock" if t else ""
+    line = f" (line {ready['line_no']})" if ready.get("line_no") else ""
+    return f"the last launch in {source} was already ready{when}{line}"
 
 
 def _names(specs: list[Spec]) -> list[str]:

@@ -23,7 +23,7 @@ from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.sources.interrupts import stop_requested
-from bootwatch.tracker import Event, Tracker
+from bootwatch.tracker import Event, ReadyEvent, Tracker
 from bootwatch.tracker.summary import Summary
 from bootwatch.tracker.verdict import Verdict
 
@@ -96,6 +96,10 @@ class Analyzer:
         self.clock = clock  # "log": times from the log's prefixes; "arrival": the time passed to feed
         self.lines_seen = 0
         self.bytes_seen = 0
+        # On the arrival clock, the log's own: its latest timestamp, and the one at the ready line (or the
+        # last one before it). A watch that arrives after readiness says since when from these.
+        self.log_t: float | None = None
+        self.ready_log_t: float | None = None
 
     def feed(self, data: bytes, now: float | None = None) -> list[Event]:
         """`data` holds complete lines (each ends with \\n)."""
@@ -134,8 +138,14 @@ class Analyzer:
         out: list[Event] = []
         for line in self.normalizer.lines(no, text):
             if self.clock == "arrival":
+                if line.t is not None:
+                    self.log_t = line.t
                 line.t = now
-            out += self.tracker.feed(line)
+            got = self.tracker.feed(line)
+            if got:
+                if any(isinstance(ev, ReadyEvent) for ev in got):
+                    self.ready_log_t = self.log_t
+                out += got
         return out
 
     def _note_tail(self, data: bytes, next_no: int) -> None:
