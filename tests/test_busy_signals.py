@@ -4,6 +4,7 @@ what was read, `replay FIFO` opens the FIFO once and honours TERM, a locked hist
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from bootwatch.pipeline import Analyzer
@@ -68,6 +70,26 @@ def test_ctrl_c_reaches_the_server_at_once_while_it_writes_20_mb_s_of_tracebacks
     assert lag < 1.0, f"the server got the Ctrl-C {lag:.2f} s after bootwatch did"
 
 
+def _reading(pid: int, path: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            if any(f.path == str(path) for f in psutil.Process(pid).open_files()):
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was never opened")
+
+
+def _holds(pid: int, path: Path) -> bool:
+    """The process has `path` open (a FIFO too, which psutil's open_files leaves out)."""
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                    return True
+    return False
+
+
 def _traceback_log(path: Path, mb: int) -> Path:
     path.write_bytes(
         BANNER
@@ -83,7 +105,8 @@ def _traceback_log(path: Path, mb: int) -> Path:
 def test_sigterm_during_a_catch_up_exits_within_a_second_with_the_summary(tmp_path: Path, command: list[str]) -> None:
     log = _traceback_log(tmp_path / "tb.log", 20)
     proc = subprocess.Popen([*BOOTWATCH, *command, str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    _reading(proc.pid, log)  # its stop handling is in place once it reads the file
+    time.sleep(0.5)
     assert proc.poll() is None, "the catch-up ended before the signal: make the log longer"
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -111,7 +134,10 @@ def test_replay_of_a_fifo_without_a_writer_honours_sigterm(tmp_path: Path) -> No
     fifo = tmp_path / "ff"
     os.mkfifo(fifo)
     proc = subprocess.Popen([*BOOTWATCH, "replay", "--speed", "0", str(fifo)], stdout=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline and not _holds(proc.pid, fifo):
+        time.sleep(0.05)
+    time.sleep(0.5)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     try:

@@ -83,3 +83,17 @@ def test_one_vllm_path_in_an_sglang_log_does_not_make_it_vllm(tmp_path: Path) ->
         "[2025-05-01 05:11:19] Load weight begin. avail mem=78.58 GB\n"
     )
     assert report(tmp_path, text)["engine"] == "sglang"
+
+
+def test_a_bar_with_no_label_counts_the_phase_under_way(tmp_path: Path) -> None:
+    """SGLang's older CUDA-graph capture draws a bare tqdm bar (`  3%|▎  | 1/34 [...]`): it is that phase's
+    progress, not nothing."""
+    log = tmp_path / "sglang.log"
+    log.write_text(
+        "[2025-02-04 06:15:44 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+        "\r  0%|          | 0/34 [00:00<?, ?it/s]\r  3%|▎         | 1/34 [00:01<00:43,  1.30s/it]"
+        "\r 50%|█████     | 17/34 [00:04<00:04,  4.18it/s]\n"
+    )
+    s = analyze_path(log, engine="sglang")
+    (graph,) = [p for p in s["phases"] if p["name"] == "cuda_graph"]
+    assert (graph["n"], graph["total"], graph["progress"]) == (17, 34, 0.5)

@@ -29,6 +29,7 @@ from bootwatch.tracker import (
     ServingEvent,
     StalledEvent,
     StallEvent,
+    StateEvent,
     TimeoutEvent,
     WarningEvent,
 )
@@ -123,6 +124,8 @@ SAMPLES: list[tuple[Event, list[str]]] = [
     ),
     (TimeoutEvent(t=1.0, message="not ready after 30m"), ["message"]),
     (StalledEvent(t=1.0, phase="load_weights", message="no output"), ["phase", "message"]),
+    (StateEvent(t=1.0, state="failed", phase="load_weights"), ["state", "phase"]),
+    (StateEvent(t=1.0, state="ready", phase="ready", time_to_ready_s=31.5), ["state", "phase", "time_to_ready_s"]),
     (LineEvent(t=1.0, text="hello"), ["text"]),
     (
         ServingEvent(
@@ -240,7 +243,9 @@ def test_kinds_are_unique_and_in_the_registry() -> None:
     for cls in _all_event_classes() - set(EVENT_TYPES):
         assert issubclass(cls, EVENT_CLASSES[cls.kind]), cls
     # The SPEC's kinds are all there.
-    assert {"phase", "progress", "fact", "warning", "stall", "ready", "failed", "timeout", "stalled"} <= set(KINDS)
+    assert {"phase", "progress", "fact", "warning", "stall", "state", "ready", "failed", "timeout", "stalled"} <= set(
+        KINDS
+    )
 
 
 def test_a_warnings_own_kind_is_written_as_kind_and_built_from_the_summarys_dict() -> None:

@@ -279,7 +279,7 @@ def test_corrupt_store_is_moved_aside_once_and_recording_goes_on(tmp_path: Path,
     aside = [x for x in home.iterdir() if ".corrupt-" in x.name and not x.name.endswith("-wal")]
     assert len(aside) == 1 and f"moved aside to {aside[0]}" in lines[0]
     assert rows(home, "SELECT count(*) FROM startups") == [(1,)]
-    again = record_in_process(home, summary_file)  # the fresh store is fine: nothing more is said
+    again = record_in_process(home, summary_file, "/var/log/next.log")  # the fresh store is fine: nothing more said
     assert again.returncode == 0 and again.stderr == ""
     assert len(history_json(home)) == 2
 
@@ -476,18 +476,132 @@ def test_similar_finds_the_closest_kind_of_past_startup(tmp_path: Path) -> None:
     load = [p.duration_s for p in got.startups[0].phases if p.name == "load_weights"]
     assert load == [32.0]
 
-    got = similar("sglang", "org/model-a", {"tp_size": 8}, "gpu1", 10, base=home)
-    assert got.match is Match.MODEL and [s.id for s in got.startups] == [a_tp1_again, a_tp2, a_tp1]
-
-    got = similar("sglang", "org/model-c", {"tp_size": 1}, "gpu1", 10, base=home)
-    assert got.match is Match.ENGINE and [s.id for s in got.startups] == [b, a_tp1_again, a_tp2, a_tp1]
-    assert len(similar("sglang", "org/model-c", {}, "gpu1", 2, base=home).startups) == 2
-
-    got = similar("sglang", None, {}, "gpu1", 10, base=home)  # no model known: the engine is all there is
-    assert got.match is Match.ENGINE
+    # Another TP size is another kind of startup: nothing to learn from.
+    assert similar("sglang", "org/model-a", {"tp_size": 8}, "gpu1", 10, base=home).match is None
+    # Started the same way (parallelism, speculation, graphs), another dtype or context: close enough.
+    got = similar("sglang", "org/model-a", {"tp_size": 2, "dtype": "float16"}, "gpu1", 10, base=home)
+    assert got.match is Match.MODEL and [s.id for s in got.startups] == [a_tp2]
+    got = similar("sglang", "org/model-a", {"tp_size": 1}, "gpu1", 10, base=home)
+    assert got.match is Match.MODEL and [s.id for s in got.startups] == [a_tp1_again, a_tp1]
+    # Never another model's startups (a 7B EAGLE startup judged against 0.5B ones).
+    assert similar("sglang", "org/model-c", {"tp_size": 1}, "gpu1", 10, base=home).match is None
+    assert similar("sglang", "org/model-c", {}, "gpu1", 10, base=home).startups == ()
+    # A setting the log has not stated (yet) is its default: tp_size 1.
+    assert [s.id for s in similar("sglang", "org/model-b", {}, "gpu1", 10, base=home).startups] == [b]
+    assert similar("sglang", "org/model-b", {"speculative_algorithm": "EAGLE"}, "gpu1", 10, base=home).match is None
 
     got = similar("sglang", "org/model-a", facts, None, 10, base=home)  # any host
     assert got.match is Match.ARGS and len(got.startups) == 3
     assert similar("vllm", "org/model-a", {}, "gpu1", 10, base=home).match is None
-    assert [s.id for s in similar("vllm", "x", {}, "gpu2", 10, base=home).startups] == [vllm]
+    assert [s.id for s in similar("vllm", "org/model-a", {}, "gpu2", 10, base=home).startups] == [vllm]
     assert similar("tgi", "org/model-a", facts, "gpu1", 10, base=home).startups == ()
+
+
+# ---- the log's own clock, one row per launch -------------------------------------------------------------------
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "vllm-cpu-ready.log"
+
+
+def test_catch_up_reads_keep_the_logs_time_and_one_row_per_launch(tmp_path: Path) -> None:
+    """Three `watch --from-start` reads of a finished log: one startup in the history, timed by the log's own
+    clock (31 s to ready, as `report` says), and a probe suggestion that leaves it at least that long."""
+    home = tmp_path / "home"
+    for _ in range(3):
+        p = subprocess.run(
+            [*BOOTWATCH, "watch", "--from-start", str(EXAMPLE), "--json", "--timeout", "30s"],
+            env=env_for(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert p.returncode == 0, p.stderr
+        summary = json.loads(p.stdout.splitlines()[-1])
+        assert summary["caught_up"] is True
+        assert {ph["name"]: ph["duration_s"] for ph in summary["phases"]}["config"] == 29.0
+    (row,) = history_json(home)
+    assert row["time_to_ready_s"] == 31.0 and row["caught_up"] is True and row["elapsed_s"] == 31.0
+    assert row["ended_at"] - row["started_at"] == pytest.approx(31.0)
+    suggested = history_cli(home, "--suggest-probes")
+    threshold = int(suggested.stdout.split("failureThreshold: ")[1].split()[0])
+    period = int(suggested.stdout.split("periodSeconds: ")[1].split()[0])
+    assert threshold * period >= 31
+
+
+def test_a_catch_up_read_without_timestamps_has_no_durations(tmp_path: Path) -> None:
+    """A log whose lines carry no time, read at once: how long its phases took is unknown, not 0.0 s."""
+    log = tmp_path / "llama.log"
+    log.write_text(
+        "main: build = 4000 (abc)\n"
+        "llama_model_loader: loaded meta data with 20 key-value pairs from m.gguf\n"
+        "llm_load_tensors: offloading 32 repeating layers to GPU\n"
+        "llama_new_context_with_model: n_ctx = 2048\n"
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n"
+    )
+    home = tmp_path / "home"
+    p = subprocess.run(
+        [*BOOTWATCH, "watch", "--from-start", str(log), "--json", "--timeout", "30s"],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.splitlines()[-1])
+    assert summary["verdict"] == "ready" and summary["caught_up"] is True
+    assert [ph["duration_s"] for ph in summary["phases"]] == [None] * len(summary["phases"])
+    (row,) = history_json(home)
+    assert row["time_to_ready_s"] is None and row["elapsed_s"] is None
+    assert "no ready startup" in history_cli(home, "--suggest-probes").stdout
+
+
+def _keyed(verdict: str, caught_up: bool, load_s: float = 30.0) -> StoredStartup:
+    s = startup(verdict=verdict, load_s=load_s)
+    return StoredStartup(**{**s.__dict__, "launch_key": "k1", "caught_up": caught_up})
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "kept"),
+    [
+        (("ready", True), ("ready", True), 0),  # the same launch read twice: the first row stays
+        (("ready", True), ("ready", False), 1),  # a live read knows more than a catch-up
+        (("ready", False), ("ready", True), 0),
+        (("incomplete", False), ("ready", True), 1),  # it ended since: the ended startup
+        (("failed", True), ("timeout", False), 0),
+    ],
+)
+def test_one_launch_is_one_row(tmp_path: Path, first: tuple[str, bool], second: tuple[str, bool], kept: int) -> None:
+    home = tmp_path / "home"
+    rows_in = [_keyed(*first, load_s=30.0), _keyed(*second, load_s=40.0)]
+    with open_store(home) as store:
+        store.add(rows_in[0])
+        store.add(rows_in[1])
+        store.add(startup())  # no key: always its own row
+        got = store.recent(10)
+    assert len(got) == 2
+    keyed = next(s for s in got if s.launch_key == "k1")
+    assert (keyed.verdict, keyed.caught_up, keyed.time_to_ready_s) == (
+        rows_in[kept].verdict,
+        rows_in[kept].caught_up,
+        rows_in[kept].time_to_ready_s,
+    )
+
+
+def test_etas_compare_like_with_like_and_never_quote_no_time(tmp_path: Path) -> None:
+    from bootwatch.insight.eta import book_from
+
+    home = tmp_path / "home"
+    with open_store(home) as store:
+        store.add(startup(args={"tp_size": 1, "dtype": "bfloat16"}, load_s=30))
+    # Exactly these settings: one past startup is enough.
+    exact = similar("sglang", "org/model-a", {"tp_size": 1, "dtype": "bfloat16"}, "gpu1", 10, base=home)
+    book = book_from(exact)
+    assert book is not None and book.phases["load_weights"].p50_s == 30.0
+    # Only alike (another dtype): one is not enough, three are.
+    alike = {"tp_size": 1, "dtype": "float16"}
+    assert book_from(similar("sglang", "org/model-a", alike, "gpu1", 10, base=home)) is None
+    with open_store(home) as store:
+        for load in (0.0, 0.0):
+            store.add(startup(args={"tp_size": 1, "dtype": "bfloat16"}, load_s=load))
+    book = book_from(similar("sglang", "org/model-a", alike, "gpu1", 10, base=home))
+    assert book is not None and book.n == 3
+    # A median of no time at all is not quoted: the 0-s load_weights median gives no ETA and no regression.
+    assert "load_weights" not in book.phases

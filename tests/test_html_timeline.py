@@ -157,3 +157,40 @@ def test_compare_two_startups_and_bad_ids(tmp_path: Path) -> None:
         [*BOOTWATCH, "history", "--html", str(tmp_path / "no" / "dir.html")], capture_output=True, text=True, env=env
     )
     assert p.returncode == 2 and "cannot write it" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_history_text_has_ids_and_html_alone_writes_only_the_page(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with open_store(home) as store:
+        ids = [store.add(_startup(i, "ready", 30.0)) for i in range(12)]
+    env = {**os.environ, "BOOTWATCH_HOME": str(home)}
+    text = subprocess.run([*BOOTWATCH, "history", "--limit", "10"], capture_output=True, text=True, env=env, timeout=60)
+    assert text.returncode == 0, text.stderr
+    header, *rows = text.stdout.splitlines()
+    assert header.split()[0] == "id" and [r.split()[0] for r in rows if r.strip()[:1].isdigit()] == [
+        str(i) for i in ids[-10:]
+    ]
+    page = tmp_path / "h.html"
+    p = subprocess.run(
+        [*BOOTWATCH, "history", "--limit", "20", "--html", str(page)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode == 0 and p.stdout == f"wrote {page} (12 startup(s))\n", p.stdout
+    body = page.read_text()
+    assert '<td class="id">11</td>' in body and "<th>source</th>" in body
+
+
+def test_report_html_says_when_the_log_began(tmp_path: Path) -> None:
+    """`report --html`'s "started" is the launch's time by the log's clock, not when the report ran."""
+    log = CORPUS / "vllm" / "v0.12-qwen3moe-eager-ready-ansi.log"
+    page = tmp_path / "r.html"
+    p = subprocess.run(
+        [*BOOTWATCH, "report", str(log), "--html", str(page)], capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    first_stamp = next(line for line in log.read_text().splitlines() if " INFO " in line)
+    month_day = first_stamp.split(" INFO ")[1].split()[0]  # 'MM-DD' as vLLM writes it
+    assert f"-{month_day} " in page.read_text()

@@ -65,7 +65,7 @@ def test_nothing_moving_stalls_and_says_what_was_checked() -> None:
     assert m.feed(Tick(14.0, activity=act(14.0))) == []
     notices = m.feed(Tick(15.0, activity=act(15.0)))
     assert [n.kind for n in notices] == ["stall"] and CHECKED in notices[0].message
-    assert [n.kind for n in m.feed(Tick(25.0, activity=act(25.0)))] == ["stalled"]
+    assert [n.kind for n in m.feed(Tick(25.0, activity=act(25.0)))] == ["stalled", "state"]
     assert m.outcome is Outcome.STALLED
 
 

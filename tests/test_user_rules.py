@@ -81,6 +81,23 @@ def test_a_user_rule_file_adds_an_engine(tmp_path: Path) -> None:
     assert "load_weights" in [ph["name"] for ph in s["phases"]]
 
 
+def test_a_user_file_for_a_known_engine_keeps_what_it_does_not_say(tmp_path: Path) -> None:
+    """Extra vLLM rules without `display` or `health`: the engine is still "vLLM", its health path /health."""
+    from bootwatch.engines.rules import load_rulebook
+
+    rules = tmp_path / "more-vllm.toml"
+    rules.write_text('engine = "vllm"\n[[warning]]\nname = "mine"\npattern = "^my own warning"\n')
+    er = load_rulebook([rules]).for_engine("vllm")
+    builtin = load_rulebook().for_engine("vllm")
+    assert (er.display, er.health, er.runs, er.formats) == (
+        builtin.display,
+        builtin.health,
+        builtin.runs,
+        builtin.formats,
+    )
+    assert er.display == "vLLM" and any(r.name == "mine" for r in er["warning"])
+
+
 BAD_FILES = {
     "not-toml": ("engine = myserver\n[[ready]\n", "not valid TOML"),
     "unknown-key": ('engine = "x"\n[[ready]]\npattern = "up"\nwhen = "now"\n', "unknown keys ['when']"),

@@ -86,20 +86,14 @@ class Report:
 
     @property
     def time_to_ready_s(self) -> float | None:
-        """The summary's own figure, else the sum of the phases before ready (when each has a duration)."""
+        """The verdict machine's time to ready (on the log's clock when the log has one); None unless ready."""
         value = self.raw.get("time_to_ready_s")
-        if isinstance(value, int | float):
-            return float(value)
-        if self.verdict is not Verdict.READY:
-            return None
-        elapsed = self.raw.get("elapsed_s")  # a live watch ends at readiness: its elapsed time is the time to ready
-        if isinstance(elapsed, int | float):
-            return float(elapsed)
-        durations = [p.get("duration_s") for p in self.phases if p.get("name") != "ready"]
-        numbers = [float(d) for d in durations if isinstance(d, int | float)]
-        if not numbers or len(numbers) != len(durations):
-            return None
-        return sum(numbers)
+        return float(value) if isinstance(value, int | float) and self.verdict is Verdict.READY else None
+
+    @property
+    def outcome(self) -> str:
+        """How the watch ended, as the verdict machine decided it (`ready`, `failed`, `died`, `stopped`, ...)."""
+        return str(self.raw.get("outcome") or "starting")
 
     def text(self, source: str = "") -> str:
         """The summary as `bootwatch report` prints it (verdict, root cause, phase table), without colour."""

@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
             "(with --json its output goes to stderr and the summary, last, records it)",
         )
 
+    def bounded(c: argparse.ArgumentParser) -> None:
+        from bootwatch.agent.options import add_wait_options
+
+        add_wait_options(c)
+
     def export(c: argparse.ArgumentParser) -> None:
         c.add_argument(
             "--metrics-port",
@@ -120,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     live_common(w)
     timing(w)
     export(w)
+    bounded(w)
 
     rn = sub.add_parser(
         "run",
@@ -137,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     live_common(rn)
     timing(rn)
     export(rn)
+    bounded(rn)
     rn.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
 
     rp = sub.add_parser("replay", help="play a recorded log as if the server were starting now")
@@ -189,6 +196,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar=("A", "B"),
         help="two startups side by side, phase by phase (ids from --json or --html)",
+    )
+    sub.add_parser(
+        "mcp",
+        help="a Model Context Protocol server on stdio for coding agents (needs bootwatch[mcp])",
+        description="Serve bootwatch's tools (start a server detached, wait for its startup within a bounded "
+        "time, read a log, stop it, list recent startups) to an MCP client over stdin/stdout.",
     )
     return p
 
@@ -261,6 +274,9 @@ def cmd_history(args: argparse.Namespace, argv: list[str] | None) -> int:
         from bootwatch.sinks.html import write_timeline
 
         write_timeline(args.html, entries, "bootwatch: startup history")
+        if not args.json:  # the page is what was asked for: the table is in it, not also on stdout
+            print(f"wrote {args.html} ({len(entries)} startup(s))")
+            return 0
     if args.json:
         for e in entries:
             sys.stdout.write(json.dumps(e.to_json()) + "\n")
@@ -311,6 +327,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         return probe_main(args)
     if args.command == "history":
         return cmd_history(args, argv)
+    if args.command == "mcp":
+        from bootwatch.agent.mcp_server import main as mcp_main
+
+        return mcp_main()
     if args.command in ("watch", "run", "replay"):
         import asyncio
 
@@ -335,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:  # a bad DUR
         print(f"bootwatch: {_said(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while the arguments are parsed: nothing started yet
+        return 130
     try:
         return _dispatch(args, argv)
     except UsageError as e:

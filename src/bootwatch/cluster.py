@@ -4,6 +4,8 @@ One server across nodes (SGLang --nnodes, vLLM with Ray): any node failing fails
 root-cause line; it is ready when the first SOURCE is ready; a node that stays silent while the others move
 on is the stall it is ("node2 silent in distributed_init for 6m00s; node1 at load_weights"). With --each,
 every source is its own server and the exit is 0 only when all of them are ready.
+
+This module only runs the nodes: what the whole is decided by `tracker/verdict/cluster.py`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bootwatch.durations import fmt_duration
 from bootwatch.session import Options, Session
-from bootwatch.tracker import Event, NodeStallEvent, StalledEvent, TimeoutEvent
-from bootwatch.tracker.verdict import Outcome, Verdict, cluster_outcome, cluster_verdict, combine, stall_state
+from bootwatch.tracker import Event
+from bootwatch.tracker.parts import Failure
+from bootwatch.tracker.summary import Summary
+from bootwatch.tracker.verdict import (
+    ClusterMachine,
+    NodeSays,
+    Outcome,
+    Verdict,
+    cluster_state,
+    cluster_verdict,
+    combine,
+)
 
 
 @dataclass
@@ -48,37 +59,24 @@ class NodeSink:
 
 
 class Cluster:
+    """The orchestration: every node's session ticks on one wake-up, and the cluster machine
+    (tracker/verdict/cluster.py) decides the whole from what each node says."""
+
     def __init__(self, nodes: list[Node], sink: Any, opts: Options, each: bool = False) -> None:
         self.nodes = nodes
         self.sink = sink
         self.opts = opts
         self.each = each
         self.start = time.time()
-        self.failed_node: Node | None = None
-        self._stall_warned: set[str] = set()
+        self.machine = ClusterMachine(opts.stall_s, opts.timeout_s, self.start, each)
 
-    def _phase(self, node: Node) -> str:
-        return node.session._phase()
+    @property
+    def failed_node(self) -> Node | None:
+        return next((n for n in self.nodes if n.name == self.machine.failed_node), None)
 
-    def _stall(self, now: float) -> str | None:
-        waiting = [n for n in self.nodes if n.outcome is None]
-        for node in waiting:
-            phase = self._phase(node)
-            st = stall_state(self.opts.stall_s, phase, now - node.session.last_output)
-            if st is None or not st.warn:
-                self._stall_warned.discard(node.name)
-                continue
-            others = "; ".join(f"{o.name} at {self._phase(o)}" for o in self.nodes if o is not node)
-            msg = f"{node.name} silent in {phase} for {fmt_duration(st.silent_s)}" + (f"; {others}" if others else "")
-            if node.name not in self._stall_warned:
-                self._stall_warned.add(node.name)
-                self.sink.event(
-                    NodeStallEvent(t=now, node=node.name, phase=phase, silent_s=round(st.silent_s, 1), message=msg), now
-                )
-            if st.stalled:
-                self.sink.event(StalledEvent(t=now, node=node.name, phase=phase, message=msg), now)
-                return Outcome.STALLED
-        return None
+    def _says(self, node: Node, now: float) -> NodeSays:
+        s = node.session
+        return NodeSays(node.name, s._phase(), s.last_output, node.outcome)
 
     async def run(self) -> str:
         wake = asyncio.Event()
@@ -92,47 +90,50 @@ class Cluster:
                 for node in self.nodes:
                     if node.outcome is None:
                         node.outcome = await node.session.tick(now)
-                decided = cluster_outcome([n.outcome for n in self.nodes], self.each)
-                if decided is not None:
-                    failed = [n for n in self.nodes if n.outcome in (Outcome.FAILED, Outcome.DIED)]
-                    self.failed_node = failed[0] if failed and not self.each else None
-                    return decided
-                if not self.each:
-                    stalled = self._stall(now)
-                    if stalled:
-                        return stalled
-                if now - self.start >= self.opts.timeout_s:
-                    late = ", ".join(f"{n.name} in {self._phase(n)}" for n in self.nodes if n.outcome is None)
-                    message = f"not ready after {fmt_duration(now - self.start)} ({late})"
-                    self.sink.event(TimeoutEvent(t=now, message=message), now)
-                    return Outcome.TIMEOUT
+                for ev in self.machine.feed(now, [self._says(n, now) for n in self.nodes]):
+                    self.sink.event(ev, now)
+                if self.machine.outcome is not None:
+                    return self.machine.outcome
         finally:
             for node in self.nodes:
                 await node.session.stop()
 
     def summary(self, outcome: str) -> dict[str, Any]:
-        fallback = Outcome(outcome) if outcome in (Outcome.TIMEOUT, Outcome.INTERRUPTED) else Outcome.INCOMPLETE
-        per = [node.session.summary_of(node.outcome or fallback) for node in self.nodes]
-        for node, s in zip(self.nodes, per, strict=True):
-            s.extra["node"] = node.name
-        verdict = cluster_verdict(Outcome(outcome), [s.verdict for s in per])
+        return self.summary_of(Outcome(outcome)).to_json()
+
+    def summary_of(self, outcome: Outcome) -> Summary:
+        fallback = outcome if outcome in (Outcome.TIMEOUT, Outcome.INTERRUPTED) else Outcome.INCOMPLETE
+        per = [replace(node.session.summary_of(node.outcome or fallback), node=node.name) for node in self.nodes]
+        verdict = cluster_verdict(outcome, [s.verdict for s in per])
+        state = cluster_state(outcome, verdict)
         if self.each:
             head = next((s for s in per if s.verdict is not Verdict.READY), per[0])
-            return replace(head, verdict=verdict, extra={**head.extra, "servers": [s.to_json() for s in per]}).to_json()
+            servers = [s.to_json() for s in per]
+            return replace(head, verdict=verdict, outcome=state, details={**head.details, "servers": servers})
         # The node that failed speaks for the server (its phases, its root cause); else the first node.
         bad = self.failed_node
         head = per[self.nodes.index(bad)] if bad is not None and verdict is Verdict.FAILED else per[0]
-        failure = head.failure
+        failure = head.failure if verdict is Verdict.FAILED else None
         if bad is not None and verdict is Verdict.FAILED:
-            failure = {**(failure or {"text": "node failed", "line_no": None, "category": "unknown"}), "node": bad.name}
+            failure = Failure.of_node(bad.name) if failure is None else failure.on_node(bad.name)
         nodes = [
             {
                 "node": n.name,
                 "verdict": s.verdict.value,
                 "engine": s.engine,
                 "phase": s.phases[-1]["name"] if s.phases else None,
-                "failure": s.failure if s.verdict is Verdict.FAILED else None,
+                "failure": None if s.failure is None else s.failure.to_json(),
             }
             for n, s in zip(self.nodes, per, strict=True)
         ]
-        return replace(head, verdict=verdict, failure=failure, extra={**head.extra, "nodes": nodes}).to_json()
+        ready = head.ready if verdict is Verdict.READY else None
+        return replace(
+            head,
+            verdict=verdict,
+            outcome=state,
+            ready=ready,
+            failure=failure,
+            runtime_failure=head.runtime_failure if verdict is Verdict.READY else None,
+            time_to_ready_s=head.time_to_ready_s if verdict is Verdict.READY else None,
+            details={**head.details, "nodes": nodes},
+        )

@@ -62,7 +62,9 @@ def _user_sink(args: Any, analyzers: list[tuple[str, Analyzer]], source: str) ->
     if sys.stdout.isatty():
         from bootwatch.sinks.live_view import LiveSink
 
-        return LiveSink([name for name, _ in analyzers], source, Console(highlight=False))
+        console = Console(highlight=False)
+        if LiveSink.fits(console):  # a terminal too small for the view gets the plain lines
+            return LiveSink([name for name, _ in analyzers], source, console)
     return PlainSink(source=source)
 
 
@@ -133,6 +135,7 @@ def _catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
     with path.open("rb") as f:
         f.seek(start)
         fed, _ = analyze_file(f, analyzer, str(path), complete_only=True, clock=time.time)
+    analyzer.mark_caught_up()
     return start + fed
 
 
@@ -190,10 +193,10 @@ def _open_source(spec: Spec, analyzer: Analyzer, sink: Any, args: Any) -> Follow
 def already_ready(source: str, analyzer: Analyzer) -> str:
     """The note for a watch that arrives after the launch was ready: since when, by the log's own clock."""
     launch = analyzer.tracker.launch
-    ready = (launch.ready if launch is not None else None) or {}
+    ready = launch.ready if launch is not None else None
     t = analyzer.ready_log_t
     when = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))} by the log's clock" if t else ""
-    line = f" (line {ready['line_no']})" if ready.get("line_no") else ""
+    line = f" (line {ready.line_no})" if ready is not None and ready.line_no else ""
     return f"the last launch in {source} was already ready{when}{line}"
 
 
@@ -203,6 +206,10 @@ def _names(specs: list[Spec]) -> list[str]:
 
 
 async def watch(args: Any) -> int:
+    if getattr(args, "wait_at_most", None) is not None:
+        from bootwatch.agent import wait
+
+        return await wait.watch(args)
     specs = [parse_source(s) for s in args.sources]
     if args.verify and not args.url:
         raise UsageError("--verify needs --url")
@@ -368,6 +375,9 @@ async def _close_after_then(
         record(summary)
         _close(sink, summary, outcome)
         return _exit_code(outcome)
+    handover = getattr(sink, "handover", None)  # a live view gives the terminal to CMD before it runs
+    if handover is not None:
+        handover(summary, time.time(), args.then)
     then = await _run_then(args.then, server, guard, to_stderr=args.json)
     summary["then"] = then.to_json()
     note = _then_note(then)
@@ -459,6 +469,8 @@ async def run(args: Any) -> int:
     # Every argument is checked before anything starts: a bad one exits 2 with nothing left behind.
     if args.detach and args.then:
         raise UsageError("--detach and --then: choose one (--detach leaves, --then runs CMD and stops the server)")
+    if getattr(args, "wait_at_most", None) is not None and not args.detach:
+        raise UsageError("--wait-at-most needs --detach (the server must run on when the wait ends)")
     url = check_url(args.url) if args.url else guess_url(argv)
     book, _ = rules_for(args.rules)
     analyzer = Analyzer(engine=args.engine, rules=args.rules, clock="arrival")
@@ -466,7 +478,12 @@ async def run(args: Any) -> int:
     log = ServerLog.open(Path(args.log)) if args.log else default_log_path(argv)
     log_path = log.path
     try:
-        sink = make_sink(args, [(str(log_path), analyzer)], str(log_path))
+        if getattr(args, "wait_at_most", None) is not None:
+            from bootwatch.agent import wait
+
+            sink = wait.make_sink(args, analyzer, str(log_path))
+        else:
+            sink = make_sink(args, [(str(log_path), analyzer)], str(log_path))
         guard = Guard()
     except BaseException:
         log.discard()
@@ -527,6 +544,13 @@ async def _run_started(
     record_as = (str(log_path), "run")
     stop_server = True
     try:
+        if getattr(args, "wait_at_most", None) is not None:
+            from bootwatch.agent import wait
+
+            code, stop_server = await wait.run_started(
+                args, session, follower.chunks(), server, log_path, lambda: follower.offset
+            )
+            return code
         outcome = await _with_interrupt(session.run(follower.chunks()))
         if outcome == "interrupted":
             server.begin_stop()  # the server hears the Ctrl-C now; the summary is written during its grace

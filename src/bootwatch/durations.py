@@ -18,9 +18,12 @@ def parse_duration(text: str) -> float:
 
 
 def fmt_duration(s: float | None) -> str:
-    """`4.2 s`, `3m07s`, `1h05m`; `-` when unknown."""
+    """`5 ms`, `4.2 s`, `3m07s`, `1h05m`; `-` when unknown. Under a second in milliseconds: a 5 ms completion
+    is not "0.0 s"."""
     if s is None:
         return "-"
+    if s < 0.9995:
+        return f"{max(0.0, s) * 1000:.0f} ms"
     if s < 60:
         return f"{s:.1f} s"
     m, sec = divmod(int(round(s)), 60)

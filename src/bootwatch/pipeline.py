@@ -23,9 +23,9 @@ from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.sources.interrupts import stop_requested
-from bootwatch.tracker import Event, ReadyEvent, Tracker
-from bootwatch.tracker.summary import Summary
-from bootwatch.tracker.verdict import Verdict
+from bootwatch.tracker import Event, Tracker
+from bootwatch.tracker.summary import LiveFacts, Summary
+from bootwatch.tracker.verdict import Decision
 
 _book_cache: dict[tuple[str, ...], tuple[RuleBook, Prefilter]] = {}
 
@@ -100,6 +100,7 @@ class Analyzer:
         # last one before it). A watch that arrives after readiness says since when from these.
         self.log_t: float | None = None
         self.ready_log_t: float | None = None
+        self._ready: object = None  # the launch's ready record ready_log_t belongs to
 
     def feed(self, data: bytes, now: float | None = None) -> list[Event]:
         """`data` holds complete lines (each ends with \\n)."""
@@ -137,15 +138,15 @@ class Analyzer:
         text = raw.decode("utf-8", "replace")
         out: list[Event] = []
         for line in self.normalizer.lines(no, text):
+            line.log_t = line.t
             if self.clock == "arrival":
                 if line.t is not None:
                     self.log_t = line.t
                 line.t = now
-            got = self.tracker.feed(line)
-            if got:
-                if any(isinstance(ev, ReadyEvent) for ev in got):
-                    self.ready_log_t = self.log_t
-                out += got
+            out += self.tracker.feed(line)
+            launch = self.tracker.launch
+            if launch is not None and launch.ready is not None and launch.ready is not self._ready:
+                self._ready, self.ready_log_t = launch.ready, self.log_t
         return out
 
     def _note_tail(self, data: bytes, next_no: int) -> None:
@@ -164,22 +165,27 @@ class Analyzer:
         launch = self.tracker.launch
         if launch is None:
             return
-        if self.clock == "arrival":
-            launch.last_t = now
-        else:
-            start = data.rfind(b"\n", 0, len(data) - 1) + 1
-            for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
-                if line.t is not None:
-                    launch.last_t = line.t
+        start = data.rfind(b"\n", 0, len(data) - 1) + 1
+        for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
+            if line.t is not None:
+                launch.last_log_t = line.t
+        # The decision clock: the log's own, or for a live analyzer the chunk's arrival.
+        launch.last_t = now if self.clock == "arrival" else launch.last_log_t
         launch.last_no = max(launch.last_no, last_no)
 
     def finish(self) -> list[Event]:
         return self.tracker.finish()
 
-    def summary(self, verdict: Verdict | None = None) -> Summary:
-        s = self.tracker.summary(verdict)
-        s.extra["lines"] = self.lines_seen
-        return s
+    def mark_caught_up(self) -> None:
+        """What was fed so far was the past, read at once: its arrival times are not how long it took."""
+        launch = self.tracker.launch
+        if launch is not None:
+            launch.caught_up = True
+            for p in launch.phases:
+                p.caught_up = True
+
+    def summary(self, decision: Decision | None = None, live: LiveFacts | None = None) -> Summary:
+        return self.tracker.summary(decision, live, lines=self.lines_seen)
 
 
 CATCH_UP_PIECE = 64 << 10  # a stop signal is looked at this often while a file is read to its end
@@ -278,7 +284,7 @@ def analyze_path(
             raise UsageError(f"{path}: read failed: {e.strerror or e}") from None
     analyzer.finish()
     s = analyzer.summary()
-    s.extra["truncated_lines"] = truncated
+    s.details["truncated_lines"] = truncated
     if start:
-        s.extra["skipped_bytes"] = start  # earlier launches, not read
+        s.details["skipped_bytes"] = start  # earlier launches, not read
     return s.to_json()

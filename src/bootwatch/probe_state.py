@@ -80,9 +80,6 @@ def read(path: Path) -> ProbeState:
         return ProbeState.from_json(json.load(f))
 
 
-_TERMINAL = {"ready": "ready", "failed": "failed", "stalled": "stalled", "timeout": "timeout"}
-
-
 class StateSink:
     """A sink that keeps the state file up to date. The heartbeat thread rewrites it while nothing happens:
     a silent phase must not look like a dead watcher."""
@@ -113,15 +110,7 @@ class StateSink:
 
     def event(self, ev: Event, now: float) -> None:
         from bootwatch.text import redact
-        from bootwatch.tracker.events import (
-            FailedEvent,
-            PhaseEvent,
-            ProgressEvent,
-            ReadyEvent,
-            StalledEvent,
-            StallEvent,
-            TimeoutEvent,
-        )
+        from bootwatch.tracker.events import FailedEvent, PhaseEvent, ProgressEvent, StallEvent, StateEvent
 
         s = self.state
         s.last_event = now
@@ -137,14 +126,14 @@ class StateSink:
                 s.progress, s.stall_warning = float(ev.progress), False
             case StallEvent():
                 s.stall_warning = True
-            case ReadyEvent():
-                s.state, s.phase, s.progress = "ready", "ready", 1.0
+            case StateEvent():
+                # The verdict machine's state, as it said it (after readiness a death is `died`: the startup
+                # stays ready, the server does not).
+                s.state = ev.state
+                if ev.state == "ready":
+                    s.phase, s.progress = "ready", 1.0
             case FailedEvent():
-                # After readiness the server died: the startup stays ready, the server does not.
-                s.state = "died" if ev.runtime else "failed"
                 s.root_cause = redact(ev.text or "") or None
-            case StalledEvent() | TimeoutEvent():
-                s.state = ev.kind
             case _:
                 return
         self._write()
@@ -158,13 +147,7 @@ class StateSink:
 
         self._stop.set()
         s = self.state
-        verdict = str(summary.get("verdict") or "incomplete")
-        if verdict == "ready":
-            rf = summary.get("runtime_failure") or {}
-            exit_info = summary.get("exit")
-            s.state = "died" if rf or (s.state == "died") else ("stopped" if exit_info else "ready")
-        else:
-            s.state = verdict
+        s.state = str(summary.get("outcome") or s.state)  # the machine's, as the summary says it
         failure = summary.get("failure") or summary.get("runtime_failure") or {}
         if failure.get("text"):
             s.root_cause = redact(str(failure["text"]))

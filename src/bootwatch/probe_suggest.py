@@ -45,14 +45,16 @@ def percentile(values: list[float], q: float) -> float:
 def suggest(startups: list[StoredStartup]) -> list[Suggestion]:
     groups: dict[tuple[str, str | None], list[float]] = defaultdict(list)
     for s in startups:
-        if s.verdict == "ready" and s.time_to_ready_s is not None and s.time_to_ready_s >= 0:
+        # A time to ready of 0 is no startup's: a log read after the fact with no clock of its own.
+        if s.verdict == "ready" and s.time_to_ready_s is not None and s.time_to_ready_s > 0:
             groups[(s.engine, s.model)].append(s.time_to_ready_s)
     out = []
     for (engine, model), times in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         p95 = percentile(times, 0.95)
         # A probe every ~1/30 of the startup, between 5 s and 30 s: fine enough, and cheap (bench/probe_cost.py).
         period = int(min(30, max(5, round(p95 / 30))))
-        threshold = max(MIN_THRESHOLD, math.ceil((p95 * MARGIN + period) / period))
+        # Never less than the slowest startup on record took, whatever the percentile says.
+        threshold = max(MIN_THRESHOLD, math.ceil((max(p95 * MARGIN, max(times)) + period) / period))
         out.append(Suggestion(engine, model, len(times), percentile(times, 0.5), p95, max(times), period, threshold))
     return out
 

@@ -18,26 +18,17 @@ from bootwatch.pipeline import Analyzer
 from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
 from bootwatch.sources.process import ServerProcess, describe_exit
-from bootwatch.tracker import (
-    ActivityEvent,
-    Event,
-    FactEvent,
-    FailedEvent,
-    ReadyEvent,
-    StalledEvent,
-    StallEvent,
-    TimeoutEvent,
-)
-from bootwatch.tracker.summary import Summary
+from bootwatch.tracker import Event, FactEvent
+from bootwatch.tracker.summary import Checked, LiveFacts, Summary
 from bootwatch.tracker.verdict import (
     InputEnd,
     LogSays,
-    Notice,
     Outcome,
     Output,
     Policy,
     ProbeAnswer,
     ProcessExit,
+    Signal,
     Tick,
     VerdictMachine,
     VerifyResult,
@@ -77,7 +68,7 @@ class Options:
 
 class Session:
     """The I/O around one watched startup: it reads, probes and polls, and forwards what it sees to the verdict
-    machine (tracker/verdict.py), which alone decides how the watch ends."""
+    machine (tracker/verdict/), which alone decides how the watch ends and says so in its own events."""
 
     def __init__(
         self,
@@ -136,8 +127,21 @@ class Session:
 
     def _says(self, now: float) -> LogSays:
         if not self._judging():
-            return LogSays(now, ready=False, failed=False, dying=False, runtime_failed=False, phase="start")
+            return LogSays.nothing(now)
         return self.tracker.says(now)
+
+    def _feed(self, signal: Signal) -> None:
+        """A signal to the verdict machine; what it decides goes to the sink as it is (the machine's events are
+        the only `state`, `ready`, `failed`, `timeout` and `stalled` there are)."""
+        decided = self.machine.feed(signal)
+        if not decided:
+            return
+        now = time.time()
+        for ev in decided:
+            self.sink.event(ev, now)
+        if self.insight is not None and self._judging():
+            for ev in self.insight.on_events(decided, now):
+                self.sink.event(ev, now)
 
     def _phase(self) -> str:
         return self._says(time.time()).phase
@@ -156,7 +160,7 @@ class Session:
     async def _read(self, chunks: AsyncIterator[bytes]) -> None:
         async for data in chunks:
             now = time.time()
-            self.machine.feed(Output(now))
+            self._feed(Output(now))
             self.emit(self.analyzer.feed(data, now))
             self.wake.set()
             launch = self.tracker.launch
@@ -287,8 +291,8 @@ class Session:
             # A container that exited or was OOM-killed, a pod that restarted: the server died.
             self._death_reported = True
             self.emit(self.tracker.exited(death.code, death.signal, reason=death.reason))
-            self.machine.feed(self._says(now))
-            self.machine.feed(ProcessExit(now, clean=False))
+            self._feed(self._says(now))
+            self._feed(ProcessExit(now, clean=False))
             return True
         if self.server is None:
             return False
@@ -310,8 +314,8 @@ class Session:
         clean_stop = says.ready and rc == 0
         if not clean_stop and not says.runtime_failed:
             self.emit(self.tracker.exited(rc, sig))
-        self.machine.feed(self._says(now))
-        self.machine.feed(ProcessExit(now, clean=rc == 0))
+        self._feed(self._says(now))
+        self._feed(ProcessExit(now, clean=rc == 0))
         return True
 
     async def tick(self, now: float) -> Outcome | None:
@@ -323,68 +327,35 @@ class Session:
             seen = self.source_bytes()
             if seen != self._bytes_seen:
                 self._bytes_seen = seen
-                self.machine.feed(Output(now))
+                self._feed(Output(now))
         alive = None if self.server is None else self.server.poll() is None
         self.emit(self.tracker.settle(now, server_alive=alive))
         self._probe_from_log()
-        if self._scraper is None and self.opts.follow_after_ready and self.probe is not None and self._says(now).ready:
+        if self._scraper is None and self.opts.follow_after_ready and self.probe is not None and self.machine.ready:
             self._scraper = asyncio.create_task(follow_metrics(self.probe.url, self.tracker, self.emit))
         if await self._exits(now):
             return self.machine.outcome
         if self.input_done and self.opts.replay and not self.machine.input_ended:
             self.emit(self.analyzer.finish())
-            self.machine.feed(self._says(now))
-            self.machine.feed(InputEnd(now))
+            self._feed(self._says(now))
+            self._feed(InputEnd(now))
             return self.machine.outcome
-        notices = self.machine.feed(self._says(now))
+        self._feed(self._says(now))
         if self.probe is not None:
-            notices += self.machine.feed(ProbeAnswer(now, self._probe_up()))
+            self._feed(ProbeAnswer(now, self._probe_up(), self.probe.url))
         activity = None
         if self.insight is not None and self._judging():
             activity, said = self.insight.tick(now, self.machine.log.phase)
             self.emit(said)
-        notices += self.machine.feed(Tick(now, self._cpu_if_stalling(now), activity))
-        for notice in notices:
-            await self._tell(notice)
+        self._feed(Tick(now, self._cpu_if_stalling(now), activity))
+        if self.machine.verify_pending and self.verify_result is None:
+            await self._verify()
         return self.machine.outcome
 
     def _cpu_if_stalling(self, now: float) -> float | None:
         """CPU use only matters to a stall message: measured only once the silence is long."""
         st = stall_state(self.opts.stall_s, self.machine.log.phase, now - self.machine.quiet_since)
         return self._cpu_percent() if st is not None and st.warn else None
-
-    async def _tell(self, notice: Notice) -> None:
-        now = notice.t
-        if notice.kind == "stall":
-            self.sink.event(
-                StallEvent(
-                    t=now,
-                    phase=notice.phase,
-                    silent_s=notice.silent_s,
-                    message=notice.message,
-                    cpu_percent=notice.cpu_percent,
-                ),
-                now,
-            )
-        elif notice.kind == "activity" and notice.activity is not None:
-            self.sink.event(
-                ActivityEvent(
-                    t=now,
-                    phase=notice.phase,
-                    silent_s=notice.silent_s,
-                    message=notice.message,
-                    details=notice.activity.to_json(),
-                ),
-                now,
-            )
-        elif notice.kind == "stalled":
-            self.sink.event(StalledEvent(t=now, phase=notice.phase, message=notice.message), now)
-        elif notice.kind == "timeout":
-            self.sink.event(TimeoutEvent(t=now, message=notice.message), now)
-        elif notice.kind == "ready_by_probe" and self.probe is not None:
-            self.sink.event(ReadyEvent(t=now, line_no=None, text=f"{self.probe.url} answered 200"), now)
-        elif notice.kind == "verify":
-            await self._verify()
 
     async def stop(self) -> None:
         for task in (self._reader, self._prober, self._scraper):
@@ -405,9 +376,7 @@ class Session:
             FactEvent(t=now, name="verify_latency_s", value=round(took, 3), ok=ok, error=err or None),
             now,
         )
-        if not ok:
-            self.sink.event(FailedEvent(t=now, line_no=None, text=err, category="warmup", runtime=False), now)
-        self.machine.feed(self.verify_result)
+        self._feed(self.verify_result)  # a failed one is the machine's `failed` (category warmup)
 
     async def _drain(self, reader: asyncio.Task[None]) -> None:
         """The server exited: give the reader a moment to take the last lines it wrote (it is done as soon as
@@ -426,22 +395,16 @@ class Session:
         return self.summary_of(Outcome(outcome)).to_json()
 
     def summary_of(self, outcome: Outcome) -> Summary:
-        verdict = self.machine.verdict(outcome)
-        s = self.analyzer.summary(verdict)
-        if not self._judging():
-            # The file's last launch had ended before we looked and no new one began: nothing to report on.
-            s.extra["note"] = "the last launch in the file had already ended; no new launch began"
-            s.ready = s.failure = s.runtime_failure = None
+        """The summary: the tracker's facts and the machine's decision, with what this watch saw beside the log."""
         v = self.verify_result
-        if v is not None and not v.ok:
-            s.failure = {"line_no": None, "text": v.error, "category": "warmup", "context": []}
-        if s.ready is None and self.probe is not None and self.machine.ready_at is not None:
-            s.ready = {"line_no": None, "text": f"{self.probe.url} answered 200"}
-        s.extra["health"] = self.health if self.probe is not None else None
-        s.extra["elapsed_s"] = round(time.time() - self.start, 3)
-        if v is not None:
-            s.extra["verify"] = {"ok": v.ok, "latency_s": round(v.latency_s, 3), "error": v.error or None}
-        return s
+        live = LiveFacts(
+            health=self.health if self.probe is not None else None,
+            elapsed_s=round(time.time() - self.start, 3),
+            verify=None if v is None else Checked(v.ok, v.latency_s, v.error or None),
+            # The file's last launch had ended before we looked and no new one began: nothing to report on.
+            note=None if self._judging() else "the last launch in the file had already ended; no new launch began",
+        )
+        return self.analyzer.summary(self.machine.decision(outcome), live)
 
 
 def _still_running(proc: psutil.Process) -> bool:

@@ -321,8 +321,13 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
         name, ext, er = parse_rule_file(read_rule_file(Path(path)), str(path))
         if name in parsed:
             old_ext, old = parsed[name]
-            # User rules go first so that they win where rules compete.
+            # User rules go first so that they win where rules compete; what the user's file does not say of
+            # the engine (its display name, health path, commands, formats) stays as the built-in file says.
             er.add(old)
+            er.display = er.display or old.display
+            er.health = er.health or old.health
+            er.runs = er.runs or list(old.runs)
+            er.formats = er.formats or list(old.formats)
             parsed[name] = (sorted(set(old_ext) | set(ext)), er)
         else:
             parsed[name] = (ext or ["python", "uvicorn"], er)

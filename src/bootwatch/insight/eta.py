@@ -18,6 +18,12 @@ REGRESSION_FACTOR = 2.0
 REGRESSION_MIN_S = 5.0
 REGRESSION_MIN_N = 3
 SAME_VERSION_MIN = 3  # enough past startups of the same version to use them alone
+# Startups of the same model started the same way but with other settings (dtype, context) teach only in
+# numbers; those with exactly these settings from the first one.
+ALIKE_MIN = 3
+# A median this short is no time at all (a phase that ends on the line after it began): an ETA or a
+# "took N× its median" built on it says nothing true.
+QUOTABLE_S = 0.05
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -58,12 +64,17 @@ def phase_key(name: str, draft: bool) -> str:
 
 
 def book_from(found: Similar, version: str | None = None) -> Book | None:
+    from bootwatch.store import Match
+
     if found.match is None or not found.startups:
+        return None
+    if found.match is not Match.ARGS and len(found.startups) < ALIKE_MIN:
         return None
     startups, basis = _comparable(found, version)
     durations, to_ready = _samples(startups)
     totals = [s.time_to_ready_s for s in startups if s.time_to_ready_s is not None]
-    return Book(basis, len(startups), _bands(durations), _bands(to_ready), Band.of(totals))
+    whole = Band.of(totals)
+    return Book(basis, len(startups), _bands(durations), _bands(to_ready), whole if _quotable(whole) else None)
 
 
 def _comparable(found: Similar, version: str | None) -> tuple[Sequence[StoredStartup], str]:
@@ -102,7 +113,11 @@ def _samples(startups: Sequence[StoredStartup]) -> tuple[dict[str, list[float]],
 
 
 def _bands(samples: dict[str, list[float]]) -> dict[str, Band]:
-    return {k: b for k, v in samples.items() if (b := Band.of(v))}
+    return {k: b for k, v in samples.items() if (b := Band.of(v)) is not None and _quotable(b)}
+
+
+def _quotable(band: Band | None) -> bool:
+    return band is not None and band.p50_s >= QUOTABLE_S
 
 
 def regression(name: str, draft: bool, took_s: float, book: Book | None) -> str | None:

@@ -19,3 +19,4 @@ class Line:
     proc: str | None = None  # process or rank tag: "TP1", "EngineCore_DP0", "Worker_TP1", "rank1"
     fmt: str | None = None  # which prefix family matched: sglang, vllm, uvicorn, tgi, ...
     update: bool = False  # an intermediate \\r progress state, superseded within the same line
+    log_t: float | None = None  # the prefix's time even where `t` is the arrival time (a live analyzer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from bootwatch.durations import fmt_duration
 from bootwatch.errors import UsageError
+from bootwatch.sources.file import FINGERPRINT
 from bootwatch.text import printable
 
 if TYPE_CHECKING:
@@ -34,11 +36,36 @@ def record(summary: dict[str, Any], source: str, command: str) -> None:
         from bootwatch.store import startup_from_summary, with_store
         from bootwatch.store.db import busy_timeout
 
-        startup = startup_from_summary(summary, source, command, time.time())
+        startup = startup_from_summary(summary, source, command, time.time(), launch_key(summary, source))
         with busy_timeout(RECORD_BUSY_MS):
             with_store(lambda s: s.add(startup))
     except Exception as e:  # noqa: BLE001 - see the docstring: history never fails a watch
         print(f"bootwatch: note: this startup was not added to the history ({_reason(e)})", file=sys.stderr)
+
+
+def launch_key(summary: dict[str, Any], source: str) -> str | None:
+    """What names this launch however often its log is read: the file's identity (device, inode and its
+    first bytes, as the follower knows a file) or the source's name, with where the launch begins in it and
+    when by the log's clock. None where nothing tells one launch from another."""
+    import hashlib
+    import os
+
+    start_line, log_t = summary.get("launch_start_line"), summary.get("launch_t")
+    if not isinstance(start_line, int):
+        return None
+    where: str | None = None
+    try:
+        with open(source, "rb") as f:
+            st = os.fstat(f.fileno())
+            if stat.S_ISREG(st.st_mode):
+                where = f"file:{st.st_dev}:{st.st_ino}:{hashlib.sha256(f.read(FINGERPRINT)).hexdigest()}"
+    except OSError:
+        pass  # not a local file: a remote or container source, named by its text
+    if where is None:
+        if log_t is None:
+            return None  # a container's or remote log without times: a restart would look the same
+        where = f"source:{source}"
+    return hashlib.sha256(f"{where}:{start_line}:{log_t}".encode("utf-8", "backslashreplace")).hexdigest()
 
 
 def _reason(e: BaseException) -> str:
@@ -87,6 +114,7 @@ def render(entries: list[StoredStartup], console: Console) -> None:
         console.print(Text(f"no startups recorded yet ({store_path()})"))
         return
     t = Table(box=None, header_style="bold", pad_edge=False)
+    t.add_column("id", justify="right", no_wrap=True)  # what --compare takes
     for col in ("when", "engine", "model", "outcome", "to ready", "phases", "source"):
         t.add_column(col, overflow="fold")
     # A root cause can be 2 KB; the table shows its start, --json all of it.
@@ -96,6 +124,7 @@ def render(entries: list[StoredStartup], console: Console) -> None:
         outcome = s.verdict + (f" ({s.root_cause_category})" if s.root_cause_category else "")
         took = s.time_to_ready_s if s.verdict == "ready" and s.time_to_ready_s is not None else s.elapsed_s
         t.add_row(
+            Text(str(s.id) if s.id is not None else "-"),
             Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started_at))),
             _text(engine),
             _text(s.model),

@@ -8,7 +8,7 @@ import hashlib
 import html
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bootwatch.durations import fmt_duration
@@ -222,13 +222,14 @@ def _table(startups: Sequence[StoredStartup]) -> str:
             f"{p.name}={fmt_duration(p.duration_s)}" for p in s.phases if p.duration_s is not None and p.name != "ready"
         )
         rows.append(
-            f"<tr><td>{_e(s.id if s.id is not None else '')}</td><td>{_e(_label(s))}</td>"
+            f'<tr><td class="id">{_e(s.id if s.id is not None else "")}</td><td>{_e(_label(s))}</td>'
             f'<td>{_e(s.model)}</td><td class="v-{_e(s.verdict)}">{_e(s.verdict)}</td>'
-            f"<td>{_e(fmt_duration(took))}</td><td>{_e(phases)}</td><td>{_e(s.root_cause)}</td></tr>"
+            f"<td>{_e(fmt_duration(took))}</td><td>{_e(phases)}</td><td>{_e(s.source)}</td>"
+            f"<td>{_e(s.root_cause)}</td></tr>"
         )
     return (
         "<table><thead><tr><th>id</th><th>started</th><th>model</th><th>outcome</th><th>to ready</th>"
-        "<th>phases</th><th>root cause</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<th>phases</th><th>source</th><th>root cause</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
 
 
@@ -242,7 +243,7 @@ h1{font-size:17px;margin:0 0 4px} .sub{color:#666;margin-bottom:10px}
 .key{display:inline-block;margin:0 12px 6px 0} .sw{display:inline-block;width:11px;height:11px;margin-right:4px;
 vertical-align:-1px;border-radius:2px}
 table{border-collapse:collapse;margin-top:14px;font-size:12px} td,th{border-bottom:1px solid #eee;padding:3px 8px;
-text-align:left;vertical-align:top;max-width:520px;overflow-wrap:anywhere} th{white-space:nowrap}
+text-align:left;vertical-align:top;max-width:520px;overflow-wrap:anywhere} th,td.id{white-space:nowrap}
 .v-ready{color:#2e7d32} .v-failed{color:#c62828} .v-stalled,.v-timeout{color:#ef6c00}
 """
 
@@ -278,8 +279,12 @@ def report_timeline(path: str, summary: dict[str, Any], log: str) -> None:
     """`report --html`: the one startup the log holds, on its own clock."""
     from bootwatch.store import startup_from_summary
 
-    started = time.time()
-    startup = startup_from_summary(summary, log, "watch", started)
+    startup = startup_from_summary(summary, log, "watch", time.time())
+    log_t = summary.get("launch_t")
+    if isinstance(log_t, int | float):
+        # When it started by the log's own clock, not when the report was made.
+        took = startup.time_to_ready_s if startup.time_to_ready_s is not None else _end_s(startup)
+        startup = replace(startup, started_at=float(log_t), ended_at=float(log_t) + (took or 0.0))
     write_timeline(path, [startup], f"bootwatch: {log}")
 
 

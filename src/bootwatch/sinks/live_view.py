@@ -40,12 +40,19 @@ from bootwatch.tracker import (
     ServingEvent,
     StalledEvent,
     StallEvent,
+    StateEvent,
     TimeoutEvent,
     WarningEvent,
 )
 
 REFRESH_PER_S = 4
 KEEP_NOTES = 3
+# A note ("waiting for X to appear", "X appeared", "a new launch starts") is news, not state: it goes away.
+NOTE_TTL_S = 15.0
+# Below this the phase table cannot keep names, durations and a bar on one line: plain lines instead.
+MIN_COLUMNS = 60
+MIN_ROWS = 12
+NAME_MAX = 20
 
 
 @dataclass
@@ -83,6 +90,8 @@ class ServerView:
     failed_runtime: bool = False
     verify: tuple[bool, float, str] | None = None  # ok, latency, error
     end: tuple[str, str] | None = None  # ("stalled" | "timeout", message)
+    outcome: str = "starting"  # the verdict machine's state, as its `state` events said it
+    quiet: str | None = None  # "no output for 20 s in load_weights": true until the server says something
 
     @property
     def current(self) -> PhaseView | None:
@@ -90,6 +99,8 @@ class ServerView:
 
     def apply(self, ev: Event, now: float) -> str | None:
         """Take one event in; a note to show, if it carries one. A kind not here changes nothing."""
+        if isinstance(ev, LineEvent | PhaseEvent | ProgressEvent | WarningEvent | ReadyEvent | FailedEvent):
+            self.quiet = None  # it spoke: the silence note is no longer true
         match ev:
             case LineEvent():
                 if ev.text:
@@ -115,12 +126,16 @@ class ServerView:
                 self.failed_runtime = ev.runtime
             case EtaEvent():
                 self._on_eta(ev, now)
-            case StallEvent() | ActivityEvent():
+            case StallEvent():
+                self.quiet = shown(ev.message)
+            case ActivityEvent():
                 return shown(ev.message)
             case LaunchEvent():
                 return f"a new launch starts at line {ev.line_no}"
             case StalledEvent() | TimeoutEvent():
                 self.end = (ev.kind, shown(ev.message))
+            case StateEvent():
+                self.outcome = ev.state
         return None
 
     # ---- the kinds that need more than a few lines ---------------------------------------------------
@@ -176,15 +191,8 @@ class ServerView:
         self.phases.append(PhaseView(name, draft, now, t, done=name == "ready"))
 
     def state(self) -> str:
-        if self.failed is not None and not self.failed_runtime:
-            return "failed"
-        if self.verify is not None and not self.verify[0]:
-            return "failed"
-        if self.ready is not None:
-            return "died" if self.failed is not None else "ready"
-        if self.end is not None:
-            return self.end[0]
-        return "starting"
+        """The machine's state: this view shows it, never works it out."""
+        return self.outcome
 
 
 def _eta(p: PhaseView, now: float) -> str:
@@ -242,7 +250,7 @@ def banner(view: ServerView, now: float, started: float) -> RenderableType | Non
     state = view.state()
     if state == "failed":
         return _failed_banner(view)
-    if state in ("ready", "died"):
+    if state in ("ready", "died", "stopped"):
         return _ready_banner(view, state, started)
     if view.end is not None:
         return Panel(
@@ -273,7 +281,7 @@ def _ready_banner(view: ServerView, state: str, started: float) -> Panel:
     if state == "died" and view.failed is not None:
         body.append("\nafter readiness the server died ", style="bold yellow")
         body.append(view.failed, style="yellow")
-    return Panel(body, border_style="green" if state == "ready" else "yellow", expand=False)
+    return Panel(body, border_style="yellow" if state == "died" else "green", expand=False)
 
 
 class Screen:
@@ -298,11 +306,17 @@ class LiveSink:
         self.console = console or Console(highlight=False)
         self.clock = clock
         self.started = clock()
-        self.notes: list[str] = []
+        self.notes: list[tuple[str, float]] = []  # (text, when): shown for NOTE_TTL_S
         self.end: tuple[str, str] | None = None  # the cluster's own stall or timeout
         self.lock = threading.Lock()  # the refresh thread draws while the event loop updates
+        self.handed_over = False  # another program (--then) has the terminal: no more drawing
         self.live = Live(Screen(self, clock), console=self.console, refresh_per_second=REFRESH_PER_S, transient=True)
         self.live.start()
+
+    @staticmethod
+    def fits(console: Console) -> bool:
+        """Whether the terminal is large enough for this view; else plain lines serve better."""
+        return console.width >= MIN_COLUMNS and console.height >= MIN_ROWS
 
     @property
     def several(self) -> bool:
@@ -313,9 +327,15 @@ class LiveSink:
             return None if self.several else self.views[self.names[0]]
         return self.views.setdefault(ev.node, ServerView())
 
+    def _add_note(self, text: str) -> None:
+        self.notes = (self.notes + [(text, self.clock())])[-KEEP_NOTES:]
+
     def note(self, now: float, text: str) -> None:
+        if self.handed_over:  # after --then began: a line of its own, below what the command printed
+            self.console.print(Text(shown(text), style="yellow"))
+            return
         with self.lock:
-            self.notes = (self.notes + [shown(text)])[-KEEP_NOTES:]
+            self._add_note(shown(text))
 
     def event(self, ev: Event, now: float) -> None:
         with self.lock:
@@ -326,14 +346,14 @@ class LiveSink:
                 if isinstance(ev, StalledEvent | TimeoutEvent):
                     self.end = (ev.kind, shown(ev.message))
                 elif isinstance(ev, StallEvent):
-                    self.notes = (self.notes + [shown(ev.message)])[-KEEP_NOTES:]
+                    self._add_note(shown(ev.message))
                 return
             note = view.apply(ev, now)
             if note:
                 prefix = f"[{ev.node}] " if self.several else ""
-                self.notes = (self.notes + [shown(prefix) + note])[-KEEP_NOTES:]
-            decided = isinstance(ev, ReadyEvent | FailedEvent | StalledEvent | TimeoutEvent)
-        if decided:
+                self._add_note(shown(prefix) + note)
+            decided = isinstance(ev, StateEvent | FailedEvent)
+        if decided and not self.handed_over:
             self.live.refresh()  # a verdict shows at once, not at the next tick
 
     # ---- drawing (under the lock) ------------------------------------------------------------------
@@ -347,19 +367,27 @@ class LiveSink:
         return head
 
     def _phases(self, view: ServerView, now: float) -> Table:
-        t = Table(box=None, show_header=False, pad_edge=False)
-        t.add_column(width=22, no_wrap=True)
-        t.add_column(justify="right", width=9)
-        t.add_column(width=72, no_wrap=True)
+        """One line per phase: its name, how long it took (or takes so far, ticking), and for the phase under
+        way its bar, count and ETA. Widths come from the terminal: at 80 columns nothing is cut."""
+        width = self.console.width
+        name_w = min(NAME_MAX, max((len(p.label) for p in view.phases), default=5)) + 2
+        bar_w = max(8, min(30, width - name_w - 9 - 28))
+        t = Table.grid(padding=(0, 1))
+        t.add_column(width=name_w, no_wrap=True, overflow="ellipsis")
+        t.add_column(justify="right", width=8, no_wrap=True)
+        t.add_column(no_wrap=True, overflow="ellipsis")
         last = len(view.phases) - 1
+        starting = view.state() == "starting"
         for i, p in enumerate(view.phases):
             if p.name == "ready":
-                t.add_row(Text("  ready", style="green"), "", Text(""))
-            elif i == last and view.state() == "starting":
-                t.add_row(*_current_phase_row(p, now))
+                t.add_row(Text("  ready", style="green"), Text(""), Text(""))
+            elif i == last and starting:
+                t.add_row(*_current_phase_row(p, now, bar_w))
             else:
                 dur = p.duration if p.duration is not None else now - p.seen_at
-                t.add_row(Text("  " + p.label), fmt_duration(dur), Text("done" if p.done or i < last else ""))
+                count = f" {p.n}/{p.total}" if p.total else ""
+                mark = "✓" if p.done or i < last else ""
+                t.add_row(Text("  " + p.label), Text(fmt_duration(dur)), Text(mark + count, style="green"))
         return t
 
     def _rows(self, now: float) -> Table:
@@ -382,9 +410,13 @@ class LiveSink:
         parts = [self._head(now), *(self._several_parts(now) if self.several else self._single_parts(now))]
         if self.end is not None:
             parts.append(Text(f"{self.end[0].upper()}: {self.end[1]}", style="bold yellow"))
-        parts += [_line(n, "yellow") for n in self.notes]
-        if not self.several and self.views[self.names[0]].last_line:
-            parts.append(_line("last: " + self.views[self.names[0]].last_line, "dim"))
+        parts += [_line(text, "yellow") for text, at in self.notes if now - at < NOTE_TTL_S]
+        if not self.several:
+            view = self.views[self.names[0]]
+            if view.quiet and view.state() == "starting":
+                parts.append(_line(view.quiet, "yellow"))
+            if view.last_line:
+                parts.append(_line("last: " + view.last_line, "dim"))
         return Group(*parts)
 
     def _several_parts(self, now: float) -> list[RenderableType]:
@@ -417,6 +449,7 @@ class LiveSink:
         """The banner again, once the live view is gone, with what only the summary knows."""
         view = ServerView() if self.several else self.views[self.names[0]]
         verdict = summary.get("verdict")
+        view.outcome = str(summary.get("outcome") or view.outcome)
         if summary.get("verify"):
             view.verify = _verify_of(summary["verify"])
         if verdict == "ready" and summary.get("ready"):
@@ -433,12 +466,33 @@ class LiveSink:
         view.ready = shown(
             f"line {ready['line_no']}: {ready['text']}" if ready.get("line_no") else ready.get("text", "")
         )
-        ttr = _time_to_ready(summary)
-        view.ready_at = self.started + ttr if ttr is not None else (view.ready_at or now)
+        ttr = summary.get("time_to_ready_s")
+        view.ready_at = self.started + float(ttr) if isinstance(ttr, int | float) else (view.ready_at or now)
         if not summary.get("runtime_failure"):
             view.failed = None
 
+    def handover(self, summary: dict[str, Any], now: float, what: str) -> None:
+        """Another program (the --then command) takes the terminal: the live view ends here with the
+        startup's summary, so that nothing that program prints is drawn over, and what it prints is the last
+        thing on the screen but for one closing line."""
+        with self.lock:
+            if self.handed_over:
+                return
+            self.handed_over = True
+            final = self._final_banner(summary, now)
+        self.live.stop()
+        if final is not None:
+            self.console.print(final)
+        render(summary, self.source, self.console)
+        self.console.print(Text(f"running {shown(what)}", style="bold"))
+
     def close(self, summary: dict[str, Any], now: float) -> None:
+        if self.handed_over:  # the summary was printed before the command ran: the verdict, in one line
+            verdict = str(summary.get("verdict") or "unknown")
+            style = {"ready": "bold green", "failed": "bold red"}.get(verdict, "bold yellow")
+            engine = summary.get("engine_display") or summary.get("engine") or ""
+            self.console.print(Text(f"{verdict.upper()}   {shown(str(engine))}   {shown(self.source)}", style=style))
+            return
         with self.lock:
             final = self._final_banner(summary, now)
         self.live.stop()
@@ -457,23 +511,19 @@ def _failure_text(failure: dict[str, Any]) -> str:
     return shown(f"({where}{failure.get('category', 'unknown')}{node}): {failure.get('text')}")
 
 
-def _current_phase_row(p: PhaseView, now: float) -> tuple[Text, str, Table]:
-    """The phase under way: its bar, its count and its ETA."""
-    bar: RenderableType = (
-        ProgressBar(total=1.0, completed=p.progress or 0.0, width=24) if p.progress is not None else Text("")
-    )
-    count = f" {p.n}/{p.total}" if p.total else ""
-    row = Table.grid()
-    row.add_row(bar, Text(f"{count} {_eta(p, now)}"))
-    return Text("> " + p.label, style="bold cyan"), fmt_duration(now - p.seen_at), row
-
-
-def _time_to_ready(summary: dict[str, Any]) -> float | None:
-    """The launch's own time to ready: its phases before ready, when all have a duration."""
-    durations = [p.get("duration_s") for p in summary.get("phases") or [] if p.get("name") != "ready"]
-    if not durations or any(d is None for d in durations):
-        return None
-    return float(sum(durations))
+def _current_phase_row(p: PhaseView, now: float, bar_w: int) -> tuple[Text, Text, Table]:
+    """The phase under way, highlighted: its ticking duration, its bar, its count and its ETA."""
+    row = Table.grid(padding=(0, 1))
+    if p.progress is not None:
+        row.add_column(width=bar_w, no_wrap=True)
+    row.add_column(no_wrap=True, overflow="ellipsis")
+    count = f"{p.n}/{p.total}" if p.total else (f"{p.progress:.0%}" if p.progress is not None else "")
+    detail = Text(" ".join(x for x in (count, _eta(p, now)) if x), style="cyan")
+    if p.progress is not None:
+        row.add_row(ProgressBar(total=1.0, completed=p.progress, width=bar_w), detail)
+    else:
+        row.add_row(detail)
+    return Text("> " + p.label, style="bold cyan"), Text(fmt_duration(now - p.seen_at), style="bold cyan"), row
 
 
 __all__ = ["LiveSink", "ServerView", "banner"]

@@ -35,13 +35,10 @@ from bootwatch.tracker.events import (
     EtaEvent,
     Event,
     FactEvent,
-    FailedEvent,
     PhaseEvent,
     ProgressEvent,
-    ReadyEvent,
-    StalledEvent,
     StallEvent,
-    TimeoutEvent,
+    StateEvent,
 )
 from bootwatch.tracker.phases import ORDER
 
@@ -134,21 +131,22 @@ class MetricsSink:
                     self.progress.set(float(ev.progress))
             case StallEvent():
                 self.stalls.inc()
-            case ReadyEvent():
-                self.state.state("ready")
-                self.phase.state("ready")
-                self.to_ready.set(now - self.started)
-                self.eta.set(0.0)
-                self.ended = now
-            case FailedEvent():
-                self.state.state("died" if ev.runtime else "failed")
-                if self.ended is None:
-                    self.ended = now
-            case StalledEvent() | TimeoutEvent():
-                self.state.state(ev.kind)
-                self.ended = now
+            case StateEvent():
+                self._on_state(ev, now)
             case FactEvent():
                 self._on_fact(ev)
+
+    def _on_state(self, ev: StateEvent, now: float) -> None:
+        """The verdict machine's state, mirrored; its time to ready only for a startup it called ready."""
+        if ev.state in STATES:
+            self.state.state(ev.state)
+        if ev.state == "ready":
+            self.phase.state("ready")
+            if ev.time_to_ready_s is not None:
+                self.to_ready.set(ev.time_to_ready_s)
+            self.eta.set(0.0)
+        if ev.state != "starting" and self.ended is None:
+            self.ended = now
 
     def _on_phase(self, ev: PhaseEvent) -> None:
         name = ev.name
@@ -171,11 +169,14 @@ class MetricsSink:
             self._fact(name, ev.value)
 
     def close(self, summary: dict[str, Any], now: float) -> None:
-        verdict = str(summary.get("verdict") or "incomplete")
-        if verdict == "ready":
-            self.state.state("died" if summary.get("runtime_failure") else "ready")
-        elif verdict in STATES:
-            self.state.state(verdict)
+        outcome = str(summary.get("outcome") or "")
+        if outcome in STATES:
+            self.state.state(outcome)
+        ttr = summary.get("time_to_ready_s")
+        if summary.get("verdict") == "ready" and isinstance(ttr, int | float):
+            self.to_ready.set(float(ttr))
+        else:
+            self.to_ready.set(math.nan)  # never a time to ready for a startup that was not ready
         self._set_info(
             engine=summary.get("engine"),
             engine_version=summary.get("engine_version"),

@@ -163,12 +163,18 @@ def _failure(summary: dict[str, Any], console: Console) -> None:
 
 
 def _failure_context(failure: dict[str, Any], console: Console) -> None:
-    """The lines before the root cause: the last ten that say anything."""
-    ctx = [c for c in failure.get("context") or [] if c.strip()]
+    """The lines before the root cause: the last ten that say anything, without the engine's prefix (time,
+    level, source file: at 80 columns it would take the line), tagged with their process only where the
+    lines come from more than one."""
+    from bootwatch.lines.prefixes import parse_prefix
+
+    ctx = [parse_prefix(c, 2000) for c in failure.get("context") or [] if c.strip()][-10:]
     if ctx:
         console.print(Text("  context:", style="dim"))
-        for c in ctx[-10:]:
-            console.print(_t("    " + c, "dim", limit=304))
+        several = len({c.proc for c in ctx}) > 1
+        for c in ctx:
+            tag = f"[{c.proc}] " if several and c.proc else ""
+            console.print(_t("    " + tag + c.text, "dim", limit=304))
 
 
 def _runtime_failure(summary: dict[str, Any], console: Console) -> None:

@@ -33,7 +33,17 @@ from bootwatch.store.location import (
     private_file,
     tighten,
 )
-from bootwatch.store.model import NAME_CAP, TEXT_CAP, Command, StoredPhase, StoredStartup, args_json, clean, key_args
+from bootwatch.store.model import (
+    NAME_CAP,
+    TEXT_CAP,
+    Command,
+    StoredPhase,
+    StoredStartup,
+    args_json,
+    clean,
+    key_args,
+    startup_shape,
+)
 from bootwatch.store.schema import StoreTooNew, migrate
 from bootwatch.store.tx import write_transaction
 
@@ -73,8 +83,7 @@ class Match(StrEnum):
     """How close the past startups `similar` found are to the one asked about."""
 
     ARGS = "engine+model+args"
-    MODEL = "engine+model"
-    ENGINE = "engine"
+    MODEL = "engine+model+startup flags"
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,8 @@ _COLUMNS = (
     "root_cause",
     "root_cause_category",
     "ready_line_no",
+    "launch_key",
+    "caught_up",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM startups"
 
@@ -154,8 +165,18 @@ class Store:
 
     # ---- writing ----------------------------------------------------------------------------------------
     def add(self, startup: StoredStartup) -> int:
-        """Store one startup and its phases in one transaction; returns its id."""
+        """Store one startup and its phases in one transaction; returns its id. A launch already on record
+        (the same `launch_key`: its log read again) stays one row: the better-informed read of the two is kept."""
         with write_transaction(self.db):
+            if startup.launch_key is not None:
+                row = self.db.execute(
+                    "SELECT id, verdict, caught_up FROM startups WHERE launch_key = ?", (startup.launch_key,)
+                ).fetchone()
+                if row is not None:
+                    if not _better(startup, verdict=row[1], caught_up=bool(row[2])):
+                        return int(row[0])
+                    self.db.execute("DELETE FROM phases WHERE startup_id = ?", (row[0],))
+                    self.db.execute("DELETE FROM startups WHERE id = ?", (row[0],))
             new_id = self._insert(startup)
             self._prune()
         return new_id
@@ -181,8 +202,8 @@ class Store:
     def _insert(self, s: StoredStartup) -> int:
         cur = self.db.execute(
             "INSERT INTO startups (started_at, ended_at, host, source, command, engine, engine_version, model, "
-            "args, verdict, elapsed_s, time_to_ready_s, root_cause, root_cause_category, ready_line_no) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "args, verdict, elapsed_s, time_to_ready_s, root_cause, root_cause_category, ready_line_no, "
+            "launch_key, caught_up) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 s.started_at,
                 s.ended_at,
@@ -199,6 +220,8 @@ class Store:
                 s.root_cause,
                 s.root_cause_category,
                 s.ready_line_no,
+                s.launch_key,
+                int(s.caught_up),
             ),
         )
         new_id = cur.lastrowid
@@ -237,26 +260,29 @@ class Store:
 
     def similar(self, engine: str, model: str | None, args: dict[str, Any], host: str | None, limit: int) -> Similar:
         """Past ready startups like this one, the closest kind that exists: same engine, model and arguments;
-        else same engine and model; else same engine. `host` None looks at every host. Newest first."""
+        else same engine and model started the same way (the settings in STARTUP_KEYS: parallelism,
+        speculative decoding, compile and graphs). Never another model's, nor another way of starting: a 7B
+        EAGLE startup says nothing of a 0.5B one. `host` None looks at every host. Newest first."""
         engine = clean(engine, NAME_CAP)
         model = clean(model, TEXT_CAP) if model else None
-        where = "verdict = 'ready' AND engine = ?"
-        params: list[Any] = [engine]
+        where = "verdict = 'ready' AND engine = ? AND model IS ?"
+        params: list[Any] = [engine, model]
         if host is not None:
             where += " AND host = ?"
             params.append(clean(host, TEXT_CAP))
-        tiers: list[tuple[Match, str, list[Any]]] = []
-        if model is not None:
-            tiers.append((Match.ARGS, " AND model = ? AND args = ?", [model, args_json(key_args(args))]))
-            tiers.append((Match.MODEL, " AND model = ?", [model]))
-        tiers.append((Match.ENGINE, "", []))
-        for match, extra, extra_params in tiers:
-            found = self._query(
-                f"{_SELECT} WHERE {where}{extra} ORDER BY id DESC LIMIT ?", (*params, *extra_params, limit)
-            )
-            if found:
-                return Similar(match, tuple(found))
-        return Similar(None, ())
+        wanted = key_args(args)
+        exact = self._query(
+            f"{_SELECT} WHERE {where} AND args = ? ORDER BY id DESC LIMIT ?", (*params, args_json(wanted), limit)
+        )
+        if exact:
+            return Similar(Match.ARGS, tuple(exact))
+        shape = startup_shape(wanted)
+        alike = [
+            s
+            for s in self._query(f"{_SELECT} WHERE {where} ORDER BY id DESC LIMIT ?", (*params, limit * 5))
+            if startup_shape(s.args) == shape
+        ][:limit]
+        return Similar(Match.MODEL, tuple(alike)) if alike else Similar(None, ())
 
     def _query(self, sql: str, params: Iterable[Any]) -> list[StoredStartup]:
         # One read transaction: the startups and their phases come from the same moment.
@@ -302,7 +328,20 @@ def _startup(r: tuple[Any, ...], phases: tuple[StoredPhase, ...]) -> StoredStart
         root_cause_category=row["root_cause_category"],
         ready_line_no=row["ready_line_no"],
         phases=phases,
+        launch_key=row["launch_key"],
+        caught_up=bool(row["caught_up"]),
     )
+
+
+_FINAL = ("ready", "failed")
+
+
+def _better(new: StoredStartup, verdict: str, caught_up: bool) -> bool:
+    """Whether a new read of a launch on record says more than the stored one: an ended startup over one
+    still starting when its watch stopped, then a live read over a catch-up (which knows no arrival times)."""
+    if (new.verdict in _FINAL) != (verdict in _FINAL):
+        return new.verdict in _FINAL
+    return caught_up and not new.caught_up
 
 
 # ---- opening -----------------------------------------------------------------------------------------------

@@ -37,6 +37,19 @@ ARG_KEYS = (
     "enforce_eager",
     "disable_cuda_graph",
 )
+# Of those, the ones (with their defaults) that change which phases run and how heavy they are: startups that differ in them are
+# not alike at all (another context length or dtype is close enough to learn from; another TP size is not).
+STARTUP_KEYS: dict[str, object] = {
+    "tp_size": 1,
+    "dp_size": 1,
+    "pp_size": 1,
+    "ep_size": 1,
+    "speculative_algorithm": None,
+    "draft_model": None,
+    "speculative_num_steps": None,
+    "enforce_eager": False,
+    "disable_cuda_graph": False,
+}
 # Where a server reports both the value asked for and the one it settled on, the asked one is the setting.
 _CONTEXT_KEYS = ("context_length_args", "max_model_len", "context_length")
 
@@ -86,6 +99,13 @@ def key_args(facts: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = clean(value, TEXT_CAP)
     return out
+
+
+def startup_shape(args: dict[str, Any]) -> dict[str, Any]:
+    """The settings of `key_args` that decide how a startup goes (STARTUP_KEYS), a setting the log did not
+    state taken at its default: engines print tp_size or a draft model when they are not the default, and a
+    watch looks up history before the log has said everything."""
+    return {k: args.get(k, default) for k, default in STARTUP_KEYS.items()}
 
 
 def args_json(args: dict[str, Any]) -> str:
@@ -141,6 +161,8 @@ class StoredStartup:
     ready_line_no: int | None = None
     phases: tuple[StoredPhase, ...] = ()
     id: int | None = None  # set once stored
+    launch_key: str | None = None  # the same launch read twice has the same key (None: it cannot be told)
+    caught_up: bool = False  # its start was read from the past at once: durations are the log's own or unknown
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +182,7 @@ class StoredStartup:
             "root_cause": self.root_cause,
             "root_cause_category": self.root_cause_category,
             "ready_line_no": self.ready_line_no,
+            "caught_up": self.caught_up,
             "phases": [p.to_json() for p in self.phases],
         }
 
@@ -179,22 +202,43 @@ def phases_from_summary(raw: object) -> tuple[StoredPhase, ...]:
     return tuple(out[:MAX_PHASES])
 
 
+def _log_span(phases: tuple[StoredPhase, ...]) -> float | None:
+    """From the launch's start to the end of its last phase, when every duration is known."""
+    last = phases[-1] if phases else None
+    if last is None or last.start_offset_s is None or last.duration_s is None:
+        return None
+    return round(last.start_offset_s + last.duration_s, 3)
+
+
 def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def startup_from_summary(summary: dict[str, Any], source: str, command: str, now: float) -> StoredStartup:
-    """The row for a startup that ended `now` (its summary's `elapsed_s` says when it began)."""
+def startup_from_summary(
+    summary: dict[str, Any], source: str, command: str, now: float, launch_key: str | None = None
+) -> StoredStartup:
+    """The row for a startup that ended `now` (its summary's `elapsed_s` says when it began). A launch
+    whose past a watch read at once (`caught_up`) is timed by the log's own clock: when it began by its first
+    stamped line, how long by its phases; what its lines do not say stays unknown."""
     facts, failure, ready = _dict(summary.get("facts")), _dict(summary.get("failure")), _dict(summary.get("ready"))
     verdict = clean(summary.get("verdict") or "unknown", NAME_CAP)
     phases = phases_from_summary(summary.get("phases"))
+    caught_up = summary.get("caught_up") is True
+    # The verdict machine's figure (its ready time minus the launch's start, on the log's clock when it has one).
+    to_ready = number(summary.get("time_to_ready_s")) if verdict == "ready" else None
     elapsed = number(summary.get("elapsed_s"))
-    to_ready = number(summary.get("time_to_ready_s"))
-    if to_ready is None and verdict == "ready":
-        to_ready = next((p.start_offset_s for p in phases if p.name == "ready" and not p.draft), None)
+    started_at, ended_at = now - (elapsed or 0.0), now
+    if caught_up:
+        # The watch's own elapsed time is not the startup's: the log's clock or nothing.
+        elapsed = to_ready if verdict == "ready" else _log_span(phases)
+        if (log_t := number(summary.get("launch_t"))) is not None:
+            started_at = log_t
+            ended_at = log_t + elapsed if elapsed is not None else now
     return StoredStartup(
-        started_at=round(now - (elapsed or 0.0), 3),
-        ended_at=round(now, 3),
+        started_at=round(started_at, 3),
+        ended_at=round(ended_at, 3),
+        launch_key=launch_key,
+        caught_up=caught_up,
         host=clean(host_of(source), TEXT_CAP),
         source=clean(source, TEXT_CAP),
         command=Command(command),
@@ -222,4 +266,5 @@ __all__ = [
     "host_of",
     "key_args",
     "startup_from_summary",
+    "startup_shape",
 ]

@@ -50,8 +50,17 @@ def _v1(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX startups_ready_any_host ON startups (engine, model, args, id) WHERE verdict = 'ready'")
 
 
+def _v2(db: sqlite3.Connection) -> None:
+    # One launch is one startup however often its log is read: the key names the file (or source) and the
+    # launch in it. A catch-up read (a watch that read the launch's past at once) is marked: its durations
+    # come from the log's own clock or are unknown, never from arrival time.
+    db.execute("ALTER TABLE startups ADD COLUMN launch_key TEXT")
+    db.execute("ALTER TABLE startups ADD COLUMN caught_up INTEGER NOT NULL DEFAULT 0")
+    db.execute("CREATE UNIQUE INDEX startups_by_launch ON startups (launch_key) WHERE launch_key IS NOT NULL")
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_v1,)  # MIGRATIONS[n] takes a file from version n to n + 1
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2)  # MIGRATIONS[n] takes a file from version n to n + 1
 VERSION = len(MIGRATIONS)
 
 

@@ -18,6 +18,7 @@ from bootwatch.tracker.events import (
     ServingEvent,
     StalledEvent,
     StallEvent,
+    StateEvent,
     TimeoutEvent,
     WarningEvent,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ServingEvent",
     "StallEvent",
     "StalledEvent",
+    "StateEvent",
     "TimeoutEvent",
     "Tracker",
     "WarningEvent",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from bootwatch.tracker.parts import Failure
 from bootwatch.tracker.tracebacks import EXC_NAME, Traceback
 
 # Exceptions that mean "someone stopped the process", not "the process broke".
@@ -129,18 +129,14 @@ def same_failure_procs(chosen: Candidate, cands: list[Candidate]) -> list[str]:
     return procs
 
 
-def failure_json(c: Candidate, procs: list[str]) -> dict[str, Any]:
+def failure_of(c: Candidate, procs: list[str]) -> Failure:
     # Line 0: the server died before printing a line (nothing in the log to point at).
-    d: dict[str, Any] = {
-        "line_no": c.line_no or None,
-        "text": c.text,
-        "category": c.category or "unknown",
-        "context": c.context[-15:],
-    }
-    if c.detail:
-        d["detail"] = c.detail
-    if len(c.chain) > 1:
-        d["chain"] = c.chain
-    if procs:
-        d["procs"] = procs
-    return d
+    return Failure(
+        c.line_no or None,
+        c.text,
+        c.category or "unknown",
+        tuple(c.context[-15:]),
+        c.detail or None,
+        tuple(c.chain),
+        tuple(procs),
+    )

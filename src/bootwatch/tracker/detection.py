@@ -135,7 +135,7 @@ def _revoke_ready(launch: Launch) -> None:
     if launch.phases and launch.phases[-1].name == "ready":
         launch.phases.pop()
         if launch.phases:
-            launch.phases[-1].end_line = launch.phases[-1].end_t = None
+            launch.phases[-1].end_line = launch.phases[-1].end_t = launch.phases[-1].end_log_t = None
 
 
 def _rejudge(tracker: Tracker, launch: Launch, current: Line) -> None:

@@ -210,6 +210,17 @@ class StalledEvent(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class StateEvent(Event):
+    """The verdict machine's state changed: `ready` once it accepted readiness, then how the watch ended
+    (failed, stalled, timeout, incomplete, died, stopped). Only the machine emits it; every surface mirrors it."""
+
+    kind: ClassVar[str] = "state"
+    state: str
+    phase: str
+    time_to_ready_s: float | None = opt()
+
+
+@dataclass(slots=True, kw_only=True)
 class LineEvent(Event):
     """The last meaningful line, for live views only (never in the JSON stream)."""
 
@@ -270,12 +281,14 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     FailedEvent,
     TimeoutEvent,
     StalledEvent,
+    StateEvent,
     LineEvent,
     ServingEvent,
     EtaEvent,
 )
-# The kinds: the SPEC's, plus "launch" (a new launch began in the same log), "activity" and "eta" (what moves,
-# and when a phase should end) and "line" (the last meaningful line, for live views).
+# The kinds: the SPEC's (`state`, `ready`, `failed`, `timeout`, `stalled` come only from the verdict machine),
+# plus "launch" (a new launch began in the same log), "activity" and "eta" (what moves, and when a phase should
+# end) and "line" (the last meaningful line, for live views).
 EVENT_CLASSES: dict[str, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}
 KINDS: tuple[str, ...] = tuple(EVENT_CLASSES)
 
@@ -298,6 +311,7 @@ __all__ = [
     "ServingEvent",
     "StallEvent",
     "StalledEvent",
+    "StateEvent",
     "TimeoutEvent",
     "WarningEvent",
 ]

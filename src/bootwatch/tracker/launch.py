@@ -9,6 +9,7 @@ from typing import Any
 from bootwatch.engines.rules import EngineRules, Rule
 from bootwatch.lines import Line
 from bootwatch.tracker.candidates import Candidate
+from bootwatch.tracker.parts import Failure, Ready
 from bootwatch.tracker.phases import Phase
 
 
@@ -35,9 +36,9 @@ class Launch:
     fact_lines: dict[str, int] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
     warned: set[str] = field(default_factory=set)
-    ready: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
-    runtime_failure: dict[str, Any] | None = None
+    ready: Ready | None = None  # what the log says; the verdict machine decides whether it is readiness
+    failure: Failure | None = None
+    runtime_failure: Failure | None = None
     candidates: list[Candidate] = field(default_factory=list)
     # Errors the server logged that no rule knows: only the latest matter (they explain a death that follows).
     error_lines: deque[Candidate] = field(default_factory=lambda: deque(maxlen=32))
@@ -45,6 +46,8 @@ class Launch:
     dying_after_ready: int | None = None
     last_no: int = 0
     last_t: float | None = None
+    last_log_t: float | None = None  # the log's own clock (last_t is the arrival time for a live analyzer)
+    caught_up: bool = False  # a watch read its start from the past at once, not as it was written
     last_line: str = ""  # the last meaningful line, for live views
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=6))
 
@@ -65,4 +68,8 @@ class Launch:
     def close_phase(self, no: int, t: float | None) -> None:
         cur = self.current
         if cur is not None and cur.end_line is None:
-            cur.end_line, cur.end_t = no, t
+            cur.end_line, cur.end_t, cur.end_log_t = no, t, self.last_log_t
+
+    def open_phase(self, phase: Phase) -> None:
+        phase.start_log_t = self.last_log_t
+        self.phases.append(phase)

@@ -32,6 +32,11 @@ class Phase:
     total: int | None = None
     done: bool = False
     draft: bool = False
+    # The log's own clock, where its lines carry one (`t` above is the decision clock: arrival time when live).
+    start_log_t: float | None = None
+    end_log_t: float | None = None
+    # Begun in what a watch read of the past at once: arrival times there say nothing of how long it took.
+    caught_up: bool = False
 
     @property
     def progress(self) -> float | None:
@@ -43,9 +48,14 @@ class Phase:
 
     @property
     def duration(self) -> float | None:
-        if self.start_t is None or self.end_t is None:
+        if self.caught_up:
+            # Read in one go by a watch that started later: only the log's own timestamps know how long it took.
+            start, end = self.start_log_t, self.end_log_t
+        else:
+            start, end = self.start_t, self.end_t
+        if start is None or end is None:
             return None
-        return max(0.0, self.end_t - self.start_t)
+        return max(0.0, end - start)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {

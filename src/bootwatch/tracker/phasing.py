@@ -15,15 +15,18 @@ from bootwatch.engines.pattern import Found
 from bootwatch.engines.rules import Rule
 from bootwatch.lines import Line
 from bootwatch.tracker.context import LineContext
-from bootwatch.tracker.events import Event, PhaseEvent, ProgressEvent, ReadyEvent
+from bootwatch.tracker.events import Event, PhaseEvent, ProgressEvent
 from bootwatch.tracker.evidence import cancel_candidates
 from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.parts import Ready
 from bootwatch.tracker.phases import RANK, Phase
 
 if TYPE_CHECKING:
     from bootwatch.tracker.tracker import Tracker
 
 ALIAS = {"load_draft": "load_weights"}
+# A progress rule named so counts whatever phase is under way (a bar with no label of its own).
+CURRENT = "current"
 
 
 # ---- steps -----------------------------------------------------------------------------------------
@@ -71,7 +74,7 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
 # ---- what they do ----------------------------------------------------------------------------------
 def _begin(launch: Launch, name: str, draft: bool, line: Line, t: float | None, ev: list[Event]) -> None:
     launch.close_phase(line.no, t)
-    launch.phases.append(Phase(name, line.no, t, draft=draft))
+    launch.open_phase(Phase(name, line.no, t, draft=draft))
     cancel_candidates(launch, line.proc)
     ev.append(PhaseEvent(t=t, name=name, line_no=line.no, draft=draft, text=line.text))
 
@@ -114,6 +117,8 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
     cur = launch.current
     if cur is None:
         return
+    if name == CURRENT:  # a bar with no label: it counts the phase under way
+        name = ALIAS.get(cur.name, cur.name)
     if ALIAS.get(cur.name, cur.name) != name and _later(name, cur):
         _begin(launch, name, False, line, t, ev)
         cur = launch.current
@@ -137,10 +142,9 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
 
 def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event]) -> None:
     launch.close_phase(line.no, t)
-    launch.phases.append(Phase("ready", line.no, t, line.no, t, done=True))
-    ready_text = line.text.strip()
-    launch.ready = {"line_no": line.no, "text": ready_text}
+    launch.open_phase(Phase("ready", line.no, t, line.no, t, done=True, end_log_t=launch.last_log_t))
+    # The log says ready; the `ready` phase and event are the verdict machine's to emit once it accepts it
+    # (a generic uvicorn line may be revoked by a later warm-up failure, a --url must answer first).
+    launch.ready = Ready(line.no, line.text.strip())
     launch.ready_engine = launch.engine
     cancel_candidates(launch, None, everything=True)
-    ev.append(PhaseEvent(t=t, name="ready", line_no=line.no, draft=False, text=line.text))
-    ev.append(ReadyEvent(t=t, line_no=line.no, text=ready_text))

@@ -76,7 +76,7 @@ def new_launch(tracker: Tracker, line: Line, engine: str, ev: list[Event]) -> La
     tracker.launches += 1
     tracker.last_evidence_t = None
     launch = Launch(engine, tracker.book.for_engine(engine), line.no, line.t, forced_engine=bool(tracker.forced))
-    launch.phases.append(Phase("start", line.no, line.t))
+    launch.phases.append(Phase("start", line.no, line.t, start_log_t=line.log_t))
     tracker.launch = launch
     if tracker.launches > 1:
         ev.append(LaunchEvent(t=line.t, line_no=line.no, launch=tracker.launches))

@@ -4,7 +4,7 @@ live, or when the server exits.
 Lines only gather evidence (`evidence.py`); the failure is decided here, once the traceback that explains a
 death has had time to be printed: its chain settled to the exception that names the cause, the root cause
 chosen among the candidates (`candidates.choose`), its category found. The verdict machine
-(`verdict.py`) then reads the result through `Tracker.says`.
+(`verdict/`) then reads the result through `Tracker.says`, and only it emits the `failed` event.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import re
 from typing import TYPE_CHECKING
 
 from bootwatch.lines import Line
-from bootwatch.tracker.candidates import Candidate, choose, failure_json, is_termination, same_failure_procs
-from bootwatch.tracker.events import Event, FailedEvent
+from bootwatch.tracker.candidates import Candidate, choose, failure_of, is_termination, same_failure_procs
+from bootwatch.tracker.events import Event
 from bootwatch.tracker.evidence import ERROR_LEVELS, category, mark_dying
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.segmentation import new_launch
@@ -105,7 +105,7 @@ def finish(tracker: Tracker) -> list[Event]:
         decide(tracker, launch, ev)
     cur = launch.current
     if cur is not None and cur.end_line is None and launch.failure is None and cur.name != "ready":
-        cur.end_line, cur.end_t = launch.last_no, launch.last_t
+        cur.end_line, cur.end_t, cur.end_log_t = launch.last_no, launch.last_t, launch.last_log_t
     return ev
 
 
@@ -150,13 +150,13 @@ def decide(tracker: Tracker, launch: Launch, ev: list[Event], reason: str | None
         if cat is None and not runtime and launch.current is not None:
             cat = _PHASE_CATEGORY.get(launch.current.name)
         chosen.category = cat or "unknown"
-    f = failure_json(chosen, same_failure_procs(chosen, cands))
+    # The failure is the tracker's finding; the verdict machine decides what it means and says so (`failed`).
+    f = failure_of(chosen, same_failure_procs(chosen, cands))
     if runtime:
         launch.runtime_failure = f
     else:
         launch.failure = f
         launch.close_phase(launch.last_no, launch.last_t)
-    ev.append(FailedEvent(t=launch.last_t, **f, runtime=runtime))
 
 
 def _settle_chain(launch: Launch, c: Candidate) -> None:

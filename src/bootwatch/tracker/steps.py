@@ -25,6 +25,11 @@ def clock(tracker: Tracker, ctx: LineContext) -> None:
     launch, line = ctx.launch, ctx.line
     if line.t is not None:
         launch.last_t = line.t
+    if (log_t := line.log_t) is not None:
+        launch.last_log_t = log_t
+        cur = launch.current
+        if cur is not None and cur.start_log_t is None and cur.end_line is None:
+            cur.start_log_t = log_t  # begun on a line with no time of its own (a banner): its first stamped line
     ctx.t = launch.last_t
     launch.last_no = line.no
 

@@ -24,9 +24,9 @@ from bootwatch.tracker.events import Event, FactEvent, PhaseEvent, ProgressSoFar
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.segmentation import segment
 from bootwatch.tracker.steps import STEPS, STEPS_WITHOUT_HITS
-from bootwatch.tracker.summary import Summary
+from bootwatch.tracker.summary import LiveFacts, Summary, summarize
 from bootwatch.tracker.tracebacks import TracebackAssembler
-from bootwatch.tracker.verdict import LogSays, Verdict, log_verdict
+from bootwatch.tracker.verdict import Decision, LogSays, Verdict, log_decision
 
 
 class Tracker:
@@ -88,7 +88,8 @@ class Tracker:
             return []
         ev: list[Event] = []
         for p in launch.phases:
-            if p.name != "start":
+            # `start` is implied; `ready` is the verdict machine's to say, once it takes it.
+            if p.name not in ("start", "ready"):
                 ev.append(PhaseEvent(t=p.start_t, name=p.name, line_no=p.start_line, draft=p.draft, text=""))
         cur = launch.current
         if cur is not None and cur.progress is not None:
@@ -111,8 +112,9 @@ class Tracker:
         """What the log says of the current launch, for the verdict machine."""
         launch = self.launch
         if launch is None:
-            return LogSays(t, ready=False, failed=False, dying=False, runtime_failed=False, phase="start")
+            return LogSays.nothing(t)
         cur = launch.current
+        ready_t = cur.start_t if launch.ready is not None and cur is not None and cur.name == "ready" else None
         return LogSays(
             t,
             ready=launch.ready is not None,
@@ -121,47 +123,63 @@ class Tracker:
             runtime_failed=launch.runtime_failure is not None,
             phase=cur.name if cur is not None else "start",
             last_line=launch.last_line or (launch.recent[-1] if launch.recent else ""),
+            ready_line=launch.ready,
+            failure=launch.failure,
+            runtime_failure=launch.runtime_failure,
+            ready_t=ready_t,
+            start_t=launch.phases[0].start_t if launch.phases else launch.start_t,
+            caught_up=launch.caught_up,
+            caught_up_span=_log_span(launch) if launch.caught_up and ready_t is not None else None,
         )
 
     def verdict(self) -> Verdict:
         """The verdict on the log read so far, as if it ended here (report, and a watch's catch-up)."""
-        return log_verdict(self.says(self.launch.last_t or 0.0 if self.launch else 0.0))
+        return self.decision().verdict
 
-    def summary(self, verdict: Verdict | None = None) -> Summary:
+    def decision(self) -> Decision:
+        """What the log read so far decides on its own (report): ready or failed as it says, else incomplete."""
+        return log_decision(self.says(self.launch.last_t or 0.0 if self.launch else 0.0))
+
+    def summary(
+        self, decision: Decision | None = None, live: LiveFacts | None = None, lines: int | None = None
+    ) -> Summary:
+        """The summary of the current launch: its facts, with the verdict machine's `decision` (default: the
+        log's own, as `report` has nothing else to go by) and what a live watch saw beside the log."""
         launch = self.launch
-        verdict = verdict or self.verdict()
+        decision = decision or self.decision()
+        counted = {} if lines is None else {"lines": lines}
         if launch is None:
-            return Summary(
-                verdict,
-                self.forced or "unknown",
-                None,
-                None,
-                None,
-                [],
-                {},
-                [],
-                extra={"launches": 0, "exit": self.exit_info},
-            )
-        return Summary(
-            verdict=verdict,
+            details = {"launches": 0, "exit": self.exit_info, **counted}
+            return summarize(decision, self.forced or "unknown", None, [], {}, [], details, live)
+        return summarize(
+            decision,
             engine=launch.engine,
             engine_version=_str_or_none(launch.facts.get("engine_version")),
-            ready=launch.ready,
-            failure=launch.failure,
             phases=[p.to_json() for p in launch.phases],
             facts=dict(launch.facts),
             warnings=list(launch.warnings),
-            runtime_failure=launch.runtime_failure,
-            extra={
+            details={
                 "engine_display": self.book.for_engine(launch.engine).display or launch.engine,
                 "engine_evidence": dict(launch.scores),
                 "launches": self.launches,
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
+                "caught_up": launch.caught_up,
+                "launch_t": launch.phases[0].start_log_t if launch.phases else None,
                 "last_line_no": launch.last_no,
                 "serving": self.serving.summary(),
+                **counted,
             },
+            live=live,
         )
+
+
+def _log_span(launch: Launch) -> float | None:
+    """From the launch's first phase to its ready phase, by the log's own timestamps, when both have one."""
+    first, cur = launch.phases[0], launch.current
+    if cur is None or first.start_log_t is None or cur.start_log_t is None:
+        return None
+    return cur.start_log_t - first.start_log_t
 
 
 def _str_or_none(v: Any) -> str | None:

@@ -1,0 +1,71 @@
+"""The typed parts of a verdict: the line (or probe answer) that made a startup ready, and a root cause.
+
+A leaf module (it imports nothing of bootwatch): the tracker builds these from the lines, the verdict machine
+carries the ones it accepted into its events and the summary, and the JSON is made from them at the edge.
+Every failure the summary or the stream shows is a `Failure`, whoever found it: the log's root cause, a
+failed verification, a cluster's node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What said ready: a log line (`line_no`), or the probe (`line_no` None, `text` names the URL)."""
+
+    line_no: int | None
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line_no": self.line_no, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A root cause: the SPEC's `failure` (and `runtime_failure`) object."""
+
+    line_no: int | None  # None: nothing in the log to point at (a failed verification, a silent death)
+    text: str
+    category: str = "unknown"
+    context: tuple[str, ...] = ()
+    detail: str | None = None
+    chain: tuple[str, ...] = ()  # the chained exceptions, when more than one
+    procs: tuple[str, ...] = ()  # the processes that died of the same thing
+    node: str | None = None  # the cluster node it came from
+
+    def to_json(self) -> dict[str, Any]:
+        """The SPEC's shape: `line_no`, `text`, `category`, `context`, and the optional keys only when set."""
+        d: dict[str, Any] = {
+            "line_no": self.line_no,
+            "text": self.text,
+            "category": self.category,
+            "context": list(self.context),
+        }
+        if self.detail:
+            d["detail"] = self.detail
+        if len(self.chain) > 1:
+            d["chain"] = list(self.chain)
+        if self.procs:
+            d["procs"] = list(self.procs)
+        if self.node is not None:
+            d["node"] = self.node
+        return d
+
+    def on_node(self, node: str) -> Failure:
+        return replace(self, node=node)
+
+    @classmethod
+    def of_verify(cls, error: str) -> Failure:
+        """The model did not generate when asked for one token: the startup failed in its warm-up."""
+        return cls(None, error, "warmup")
+
+    @classmethod
+    def of_node(cls, node: str) -> Failure:
+        """A cluster's node failed with nothing in its log to say why."""
+        return cls(None, "node failed", "unknown", node=node)
+
+
+__all__ = ["Failure", "Ready"]
