@@ -76,8 +76,17 @@ def write_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def read(path: Path) -> ProbeState:
+    """The state in the file; FileNotFoundError for an empty one too (a watcher that has not written yet: the
+    write is atomic, but a file created by hand or by a volume mount starts empty); ValueError when it is not
+    a state (JSON that is no object)."""
     with path.open() as f:
-        return ProbeState.from_json(json.load(f))
+        text = f.read()
+    if not text.strip():
+        raise FileNotFoundError(f"{path}: empty")
+    d = json.loads(text)
+    if not isinstance(d, dict):
+        raise ValueError(f"not a bootwatch state (a JSON {type(d).__name__})")
+    return ProbeState.from_json(d)
 
 
 class StateSink:
