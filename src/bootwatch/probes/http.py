@@ -133,4 +133,3 @@ def model_of(answer: object, default: str) -> str:
         if isinstance(first, str):
             return first
     return default
-
