@@ -167,6 +167,7 @@ def test_the_pytest_plugin_under_two_ctrl_c(tmp_path: Path) -> None:
 SINK = """
 import sys, time, bootwatch
 class Bad:
+    def note(self, now, text): pass
     def event(self, ev, now): pass
     def close(self, summary, now): raise RuntimeError("sink close failed")
 try:

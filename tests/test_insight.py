@@ -16,12 +16,12 @@ import pytest
 from bootwatch.insight.activity import ActivitySampler, tree_of
 from bootwatch.insight.eta import book_from, quantile, regression
 from bootwatch.insight.live import Insight
-from bootwatch.insight.signals import CHECKED, Activity
 from bootwatch.insight.weights import find_weights, model_paths_from_argv
 from bootwatch.pipeline import Analyzer
 from bootwatch.store import Command, StoredPhase, StoredStartup, open_store, similar
 from bootwatch.tracker import EtaEvent, Event, PhaseEvent, WarningEvent
 from bootwatch.tracker.verdict import LogSays, Outcome, Output, Policy, Tick, VerdictMachine
+from bootwatch.vocab.activity import CHECKED, Activity
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]

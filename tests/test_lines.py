@@ -120,7 +120,7 @@ def test_uvicorn_plain_and_tagged() -> None:
 def test_tgi_launcher_and_router_lines() -> None:
     # tgi/gemma3-27b-tp2-a6000-ready.log
     a = one("2025-07-04T12:36:15.367126Z  INFO text_generation_router::server: router/src/server.rs:2298: Connected")
-    assert (a.text, a.level, a.fmt) == ("Connected", "INFO", "tgi")
+    assert (a.text, a.level, a.fmt) == ("Connected", "INFO", "rust_tracing")
     b = one(
         "2025-07-04T12:35:19.889835Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
         "ready... rank=1"
@@ -180,7 +180,7 @@ def test_collector_wrappers_are_peeled_before_the_server_prefix() -> None:
 
 def test_tgi_stamp_is_not_taken_for_a_collector_wrapper() -> None:
     line = one("2025-07-04T12:35:02.586768Z  INFO text_generation_launcher: Starting shard rank=0")
-    assert line.fmt == "tgi" and line.text == "Starting shard rank=0"
+    assert line.fmt == "rust_tracing" and line.text == "Starting shard rank=0"
 
 
 def test_compose_wrapper_around_a_bare_message() -> None:
@@ -317,14 +317,6 @@ def test_wrapper_gate_lets_through_every_line_a_wrapper_pattern_matches(bits: li
     from bootwatch.lines import prefixes
 
     text = "".join(bits) + "message"
-    each = (
-        prefixes._COMPOSE,
-        prefixes._ISO_WRAP,
-        prefixes._STREAM_WRAP,
-        prefixes._KUBECTL,
-        prefixes._STAMP_BAR,
-        prefixes._BARE_STAMP,
-        prefixes._SYSLOG,
-    )
+    each = [w.pattern for w in prefixes.TABLE.wrappers]
     if any(p.match(text) for p in each):
         assert prefixes._ANY_WRAP.match(text) is not None

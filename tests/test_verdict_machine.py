@@ -124,6 +124,18 @@ def test_verification_decides_after_the_log_said_ready() -> None:
     assert m.outcome is Outcome.READY
 
 
+def test_a_startup_that_fails_while_its_token_is_asked_for_was_never_ready() -> None:
+    """Found by tests/test_verdict_model.py: the probe answered, the token was asked for, then the log failed
+    the startup (a compile crash); a late "ok" must not make it ready."""
+    m = VerdictMachine(Policy(verify=True), 0.0)
+    m.feed(ProbeAnswer(0.0, up=True))
+    assert m.verify_pending and m.outcome is None
+    events = m.feed(says(1.0, failed=True, phase="compile"))
+    assert m.outcome is Outcome.FAILED and kinds(events)[-1] == "state:failed"
+    assert "ready" not in kinds(m.feed(VerifyResult(2.0, ok=True, latency_s=0.1, error="")))
+    assert m.outcome is Outcome.FAILED
+
+
 def test_a_recorded_log_that_just_stops_is_incomplete_never_a_guess() -> None:
     m = VerdictMachine(Policy(replay=True, stall_s=None), 0.0)
     m.feed(says(5.0))

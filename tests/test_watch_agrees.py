@@ -72,8 +72,7 @@ def live_summary(data: bytes, begin: int, caught: int, steps: list[Step]) -> dic
             analyzer,
             NullSink(),
             Options(timeout_s=60, stall_s=STALL_S),
-            source_bytes=lambda: src.offset,
-            source_death=src.death,
+            source=src,
         )
         outcome = await session.run(src.chunks())
         return session.summary(outcome)

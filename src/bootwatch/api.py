@@ -7,9 +7,10 @@ or analyse a log; a failed start raises a typed exception that carries the root 
     async with bootwatch.launch("vllm serve facebook/opt-125m --port 8000", verify=True) as server:
         ...
 
-The same building blocks as `bootwatch run` (ServerLog, ServerProcess, Guard, FdFollower, Session): the
-server's output goes to a log file, its whole process group is stopped on the way out (and by the guard
-process if this Python process is killed), and a death explains itself from the log.
+The same core as `bootwatch run` (runner.ServerRun; `watch` is runner.watch): the server's output goes to
+a log file, its whole process group is stopped on the way out (and by the guard process if this Python
+process is killed), a death explains itself from the log, and the startup gets the same ETAs and "it
+moves" activity while its log is silent.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import math
 import os
 import shlex
 import tempfile
@@ -25,17 +27,16 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace, TracebackType
+from types import TracebackType
 from typing import Any, TypeVar
 
 from bootwatch.durations import parse_duration
 from bootwatch.errors import UsageError
-from bootwatch.guard import Guard, start_guarded
-from bootwatch.pipeline import Analyzer, analyze_path, rules_for
-from bootwatch.probes.http import HttpProbe
-from bootwatch.session import Options, Session
-from bootwatch.sources.fd_follow import FdFollower
-from bootwatch.sources.process import ServerLog, ServerProcess
+from bootwatch.pipeline import analyze_path
+from bootwatch.runner import RunConfig, ServerRun, WatchConfig
+from bootwatch.runner import watch as run_watch
+from bootwatch.sinks.protocol import Sink
+from bootwatch.sources.process import ServerProcess
 from bootwatch.sources.stopping import run_to_the_end
 from bootwatch.tracker import Event, LineEvent
 from bootwatch.tracker.verdict import Verdict
@@ -204,7 +205,7 @@ def _argv(cmd: str | Sequence[str]) -> list[str]:
 class _Collector:
     """Keeps the events of one startup; hands each to the caller's hook and any further sink."""
 
-    def __init__(self, hook: EventHook | None, extra: Iterable[Any] = ()) -> None:
+    def __init__(self, hook: EventHook | None, extra: Iterable[Sink] = ()) -> None:
         self.events: list[Event] = []
         self.notes: list[str] = []
         self.hook = hook
@@ -268,25 +269,6 @@ class Server:
         return Report(analyze_path(self.log_path))
 
 
-class _Started:
-    """What `_start` leaves for `_stop`."""
-
-    def __init__(self, process: ServerProcess, log: ServerLog, guard: Guard) -> None:
-        self.process, self.log, self.guard = process, log, guard
-        self.stopped = False
-
-    async def stop(self) -> int | None:
-        if self.stopped:
-            return self.process.poll()
-        try:
-            return await self.process.stop()
-        finally:
-            self.stopped = True
-            if not self.process.group_alive():  # else the guard stops the group when this process exits
-                self.guard.release()
-            self.log.close()
-
-
 class _LoopThread:
     """An event loop of its own in a thread, for the synchronous API: it works whatever the caller's thread
     does (even inside a running loop). The server is forked from this thread and the thread lives as long as
@@ -299,7 +281,7 @@ class _LoopThread:
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         # Ctrl-C while waiting cancels the coroutine, whose cleanup stops the server; a further Ctrl-C hurries
-        # that stop to its next step, and the wait lasts until the stop has ended.
+        # that stop to its next step, and the wait lasts until the stop has ended (sources/stopping.py).
         return run_to_the_end(self.loop, coro)
 
     def close(self) -> None:
@@ -326,90 +308,73 @@ class Launch:
         rules: Iterable[str | os.PathLike[str]] = (),
         env: dict[str, str] | None = None,
         on_event: EventHook | None = None,
-        sinks: Iterable[Any] = (),
+        sinks: Iterable[Sink] = (),
         record: bool = False,
     ) -> None:
-        from bootwatch.commands import check_url, guess_url
-
         self.argv = _argv(cmd)
-        self.user_url = check_url(url) if url else None
-        self.url = self.user_url or guess_url(self.argv)
-        self.log = Path(log) if log is not None else None
-        self.log_dir = Path(log_dir) if log_dir is not None else Path(tempfile.gettempdir())
-        self.timeout_s = _seconds(timeout, "timeout") or float("inf")
-        self.stall_s = _seconds(stall, "stall")
-        self.verify = verify
-        self.engine = engine
-        self.rules = [str(r) for r in rules]
-        self.env = env
+        self.config = RunConfig(
+            tuple(self.argv),
+            url=url,
+            log=Path(log) if log is not None else None,
+            log_dir=Path(log_dir) if log_dir is not None else Path(tempfile.gettempdir()),
+            timeout_s=_seconds(timeout, "timeout") or math.inf,
+            stall_s=_seconds(stall, "stall"),
+            verify=verify,
+            engine=engine,
+            rules=tuple(str(r) for r in rules),
+            follow_after_ready=False,  # ready: the server is the caller's until the block ends
+            env=env,
+            record=record,
+        )
         self.on_event = on_event
         self.sinks = list(sinks)
-        self.record = record
-        self._started: _Started | None = None
+        self._run: ServerRun | None = None
+        self._stopped = False
         self._thread: _LoopThread | None = None
         self.server: Server | None = None
 
-    # ---- the startup, on whichever loop runs it ---------------------------------------------------
+    # ---- the startup, on whichever loop runs it (runner.ServerRun: what `bootwatch run` does) ---------
     async def _start(self) -> Server:
-        book, _ = rules_for(self.rules)
-        analyzer = Analyzer(engine=self.engine, rules=self.rules, clock="arrival")
-        log = ServerLog.open(self.log) if self.log is not None else ServerLog.create_default(self.argv, self.log_dir)
         sink = _Collector(self.on_event, self.sinks)
+        r = ServerRun(self.config, lambda _analyzers, _source: sink)
+        r.start()
+        self._run = r
         try:
-            guard = Guard()
-        except BaseException:
-            log.discard()
-            raise
-        process = ServerProcess(self.argv, log, env=self.env)
-        start_guarded(process, log, guard)
-        started = _Started(process, log, guard)
-        self._started = started
-        probe = HttpProbe(self.url) if self.url else None
-        follower = FdFollower(log.read_fd, start=process.start_offset)
-        opts = Options(
-            timeout_s=self.timeout_s,
-            stall_s=self.stall_s,
-            verify=self.verify,
-            critical=book.processes,
-            probe_required=self.user_url is not None,
-        )
-        session = Session(analyzer, sink, opts, probe=probe, server=process, source_bytes=lambda: follower.offset)
-        try:
-            outcome = await session.run(follower.chunks())
-            summary = session.summary(outcome)
+            outcome = await r.watch()
+            summary = r.session.summary(outcome)
         except BaseException:
             with contextlib.suppress(asyncio.CancelledError):  # a repeat cancellation only hurried the stop
-                await started.stop()
+                await self._stop()
             raise
         finally:
-            follower.close()
-            if session.probe is not None:
-                await session.probe.close()
-        sink.close(summary, time.time())
-        if self.record:
-            from bootwatch.sinks import history
-
-            history.record(summary, str(log.path), "run")
-        report = Report(summary)
-        if report.verdict is not Verdict.READY:
-            await started.stop()
-            raise_for(report, log.path, display_name(self.argv))
-        url = session.probe.url if session.probe is not None else self.url
-        self.server = Server(self.argv, process.pid, url, log.path, report, sink.events, process)
-        return self.server
-
-    async def _stop(self) -> None:
-        if self._started is not None:
-            await self._started.stop()
-
-    # ---- async with -------------------------------------------------------------------------------
-    async def __aenter__(self) -> Server:
+            await r.close_watch()
         try:
-            return await self._start()
-        except BaseException:  # a user sink's close() that raised, too: no server left running behind
+            sink.close(summary, time.time())  # a user sink's close() may raise: no server left running behind
+            r.record(summary)
+        except BaseException:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._stop()
             raise
+        report = Report(summary)
+        if report.verdict is not Verdict.READY:
+            await self._stop()
+            raise_for(report, r.log.path, display_name(self.argv))
+        self.server = Server(self.argv, r.server.pid, r.probe_url, r.log.path, report, sink.events, r.server)
+        return self.server
+
+    async def _stop(self) -> None:
+        r = self._run
+        if r is None or self._stopped:
+            return
+        try:
+            await r.stop_server()
+        finally:
+            self._stopped = True
+            r.release(always=False)  # a stop that did not end: the guard stops the group when we exit
+
+    # ---- async with -------------------------------------------------------------------------------
+    async def __aenter__(self) -> Server:
+        return await self._start()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -422,8 +387,6 @@ class Launch:
         try:
             return self._thread.call(self._start())
         except BaseException:
-            with contextlib.suppress(BaseException):  # the stop has ended when call() returns or raises
-                self._thread.call(self._stop())
             self._thread.close()
             self._thread = None
             raise
@@ -453,7 +416,7 @@ def launch(
     rules: Iterable[str | os.PathLike[str]] = (),
     env: dict[str, str] | None = None,
     on_event: EventHook | None = None,
-    sinks: Iterable[Any] = (),
+    sinks: Iterable[Sink] = (),
     record: bool = False,
 ) -> Launch:
     """Start `cmd` (a list, or a string split as a shell would) and wait until it is ready.
@@ -497,39 +460,25 @@ async def watch_async(
     rules: Iterable[str | os.PathLike[str]] = (),
     from_start: bool = False,
     on_event: EventHook | None = None,
-    sinks: Iterable[Any] = (),
+    sinks: Iterable[Sink] = (),
 ) -> Report:
     """Follow a server that starts elsewhere (a log file, ssh://, docker://, k8s://) until it is ready; the
     summary when it is, else the typed exception (ServerFailed, ServerStalled, ServerTimeout)."""
-    from bootwatch.commands import _open_source, check_url
-    from bootwatch.sources.spec import parse_source
-
-    spec = parse_source(str(source))
-    if verify and not url:
-        raise UsageError("verify needs a url")
-    if url:
-        check_url(url)
-    rule_paths = [str(r) for r in rules]
-    analyzer = Analyzer(engine=engine, rules=rule_paths, clock="arrival")
-    sink = _Collector(on_event, sinks)
-    followed = _open_source(spec, analyzer, sink, SimpleNamespace(from_start=from_start, rules=rule_paths))
-    probe = HttpProbe(url) if url else None
-    opts = Options(
-        timeout_s=_seconds(timeout, "timeout") or float("inf"),
-        stall_s=_seconds(stall, "stall"),
+    cfg = WatchConfig(
+        WatchConfig.specs([str(source)]),
+        url=url,
         verify=verify,
-        await_new_launch=followed.await_new,
+        timeout_s=_seconds(timeout, "timeout") or math.inf,
+        stall_s=_seconds(stall, "stall"),
+        engine=engine,
+        rules=tuple(str(r) for r in rules),
+        from_start=from_start,
+        record=False,
     )
-    session = Session(analyzer, sink, opts, probe=probe, source_bytes=followed.bytes_read, source_death=followed.death)
-    try:
-        outcome = await session.run(followed.chunks)
-    finally:
-        await followed.aclose()
-        if probe is not None:
-            await probe.close()
-    summary = session.summary(outcome)
-    sink.close(summary, time.time())
-    report = Report(summary)
+    sink = _Collector(on_event, sinks)
+    result = await run_watch(cfg, lambda _analyzers, _source: sink)
+    report = Report(result.summary)
+    spec = cfg.sources[0]
     raise_for(report, Path(spec.path) if spec.kind == "file" else None, spec.text)
     return report
 
@@ -545,7 +494,7 @@ def watch(
     rules: Iterable[str | os.PathLike[str]] = (),
     from_start: bool = False,
     on_event: EventHook | None = None,
-    sinks: Iterable[Any] = (),
+    sinks: Iterable[Sink] = (),
 ) -> Report:
     """`watch_async`, blocking (on a loop of its own, so it works inside a running loop's thread too)."""
     runner = _LoopThread()

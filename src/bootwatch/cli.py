@@ -14,6 +14,7 @@ from rich.console import Console
 from bootwatch import __version__
 from bootwatch.durations import parse_duration
 from bootwatch.errors import UsageError
+from bootwatch.sources.registry import forms
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,9 +96,8 @@ def _parser() -> argparse.ArgumentParser:
         "watch",
         help="follow a server that is starting elsewhere",
         description=(
-            "Follow a server's log until it is ready, failed, stalled or timed out. SOURCE is a local file, "
-            "ssh://[user@]host[:port]/path or [user@]host:/path (through the system ssh client), docker://CONTAINER "
-            "or k8s://[namespace/]pod[/container]. Several SOURCEs are one server spread over several nodes, "
+            f"Follow a server's log until it is ready, failed, stalled or timed out. SOURCE is {forms()}. "
+            "Several SOURCEs are one server spread over several nodes, "
             "unless --each. By default only the current launch of a file is judged; if the file's last launch "
             "already ended, bootwatch waits for a new one."
         ),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bootwatch.session import Options, Session
+from bootwatch.sinks.protocol import Sink
 from bootwatch.tracker import Event
 from bootwatch.tracker.parts import Failure
 from bootwatch.tracker.summary import Summary
@@ -47,7 +48,7 @@ def worst(outcomes: list[str]) -> str:
 class NodeSink:
     """Tags a node's events with its name and hands them to the shared sink."""
 
-    def __init__(self, sink: Any, name: str) -> None:
+    def __init__(self, sink: Sink, name: str) -> None:
         self.sink = sink
         self.name = name
 
@@ -57,12 +58,15 @@ class NodeSink:
     def note(self, now: float, text: str) -> None:
         self.sink.note(now, f"[{self.name}] {text}")
 
+    def close(self, summary: dict[str, Any], now: float) -> None:
+        """Nothing: the cluster's summary closes the shared sink, once."""
+
 
 class Cluster:
     """The orchestration: every node's session ticks on one wake-up, and the cluster machine
     (tracker/verdict/cluster.py) decides the whole from what each node says."""
 
-    def __init__(self, nodes: list[Node], sink: Any, opts: Options, each: bool = False) -> None:
+    def __init__(self, nodes: list[Node], sink: Sink, opts: Options, each: bool = False) -> None:
         self.nodes = nodes
         self.sink = sink
         self.opts = opts

@@ -19,6 +19,7 @@ from bootwatch.engines.prefilter import Prefilter, for_union
 from bootwatch.errors import UsageError
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
+from bootwatch.serving import ServingTracker
 from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
@@ -90,7 +91,7 @@ class Analyzer:
         if engine is not None and engine not in book.engines:
             # The engines are the rule files loaded, the user's included: --engine takes any of them.
             raise UsageError(f"unknown engine {engine!r}: the rule files know {', '.join(sorted(book.engines))}")
-        self.tracker = tracker or Tracker(book, engine=engine)
+        self.tracker = tracker or Tracker(book, ServingTracker(), engine=engine)
         self.normalizer = Normalizer(year)
         self.next_no = 1  # number of the next physical line
         self.clock = clock  # "log": times from the log's prefixes; "arrival": the time passed to feed

@@ -17,7 +17,9 @@ from bootwatch.insight.live import Insight
 from bootwatch.pipeline import Analyzer
 from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
+from bootwatch.sinks.protocol import Sink
 from bootwatch.sources.process import ServerProcess, describe_exit
+from bootwatch.sources.protocol import Source
 from bootwatch.tracker import Event, FactEvent
 from bootwatch.tracker.summary import Checked, LiveFacts, Summary
 from bootwatch.tracker.verdict import (
@@ -73,12 +75,11 @@ class Session:
     def __init__(
         self,
         analyzer: Analyzer,
-        sink: Any,
+        sink: Sink,
         opts: Options,
         probe: HttpProbe | None = None,
         server: ServerProcess | None = None,
-        source_bytes: Any = None,
-        source_death: Any = None,
+        source: Source | None = None,
         insight: Insight | None = None,
     ) -> None:
         self.analyzer = analyzer
@@ -87,8 +88,7 @@ class Session:
         self.opts = opts
         self.probe = probe
         self.server = server
-        self.source_bytes = source_bytes  # callable -> bytes read so far (for silence), or None
-        self.source_death = source_death  # callable -> a Death the source saw (container exit), or None
+        self.source = source  # how many bytes it read (for silence), a death it saw (container exit)
         self.insight = insight  # ETAs from history, what the tree does while the log is silent
         self._death_reported = False
         self._reader: asyncio.Task[None] | None = None
@@ -286,7 +286,7 @@ class Session:
 
     async def _exits(self, now: float) -> bool:
         """The source or the server died: the tracker explains it, the machine is told. True when it did."""
-        death = self.source_death() if self.source_death is not None else None
+        death = self.source.death() if self.source is not None else None
         if death is not None and not self._death_reported:
             # A container that exited or was OOM-killed, a pod that restarted: the server died.
             self._death_reported = True
@@ -323,8 +323,8 @@ class Session:
         reader = self._reader
         if reader is not None and reader.done() and not reader.cancelled() and reader.exception() is not None:
             raise reader.exception()  # type: ignore[misc]
-        if self.source_bytes is not None:
-            seen = self.source_bytes()
+        if self.source is not None:
+            seen = self.source.bytes_read
             if seen != self._bytes_seen:
                 self._bytes_seen = seen
                 self._feed(Output(now))
@@ -384,7 +384,7 @@ class Session:
         deadline = time.time() + 2.0
         last = -1
         while time.time() < deadline:
-            seen = self.source_bytes() if self.source_bytes is not None else 0
+            seen = self.source.bytes_read if self.source is not None else 0
             if seen == last and seen >= _file_size(self.server):
                 break
             last = seen

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ from bootwatch.agent import resume
 from bootwatch.agent.standing import Standing, render_text
 from bootwatch.errors import UsageError
 from bootwatch.pipeline import Analyzer, analyze_file, count_lines, launch_marker, year_of
+from bootwatch.sinks.protocol import Sink
 from bootwatch.sources.container_state import Death
 from bootwatch.sources.file import FileFollower, Kind, check_path, last_launch_offset
+from bootwatch.sources.protocol import Source
 from bootwatch.sources.spec import Spec, parse_source
 from bootwatch.text.redact import redact_obj
 from bootwatch.tracker.events import EtaEvent, Event
@@ -113,9 +115,49 @@ def server_death(mark: resume.ServerMark | None) -> Callable[[], Death | None] |
 
 
 # ---- opening the source, resumed -------------------------------------------------------------------
+class _Since:
+    """A file followed from `start`: what it read since then is this call's output (for silence)."""
+
+    def __init__(self, follower: FileFollower, start: int) -> None:
+        self.follower, self.start = follower, start
+
+    @property
+    def bytes_read(self) -> int:
+        return self.follower.offset - self.start
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self.follower.chunks()
+
+    def death(self) -> Death | None:
+        return None
+
+    async def aclose(self) -> None:
+        await self.follower.aclose()
+
+
+class _DiesWith:
+    """A source whose server's death is also what `check` sees (a detached server that disappeared)."""
+
+    def __init__(self, source: Source, check: Callable[[], Death | None]) -> None:
+        self.source, self.check = source, check
+
+    @property
+    def bytes_read(self) -> int:
+        return self.source.bytes_read
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self.source.chunks()
+
+    def death(self) -> Death | None:
+        return self.source.death() or self.check()
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
+
+
 @dataclass
 class Opened:
-    followed: Any  # commands.Followed
+    followed: Source | None
     mark: resume.FileMark | None  # None for a stream (ssh, docker, k8s, a FIFO)
     resumed: bool  # the previous call's launch is this one
     offset: Callable[[], int] | None = None  # where reading has got to in the file (its byte offset)
@@ -126,12 +168,9 @@ def open_file(path: Path, analyzer: Analyzer, args: Any, prev: resume.WaitState 
     """The current launch of a file, read up to its last complete line: from the kept launch offset when the
     previous call saw this very file (device and inode) no longer than it is now, else from the launch a
     backward search finds (or the top with --from-start)."""
-    from bootwatch.commands import Followed
-
     kind = check_path(path)
     if kind is not Kind.FILE:  # missing yet (it may appear) or a FIFO: read as it comes
-        follower = FileFollower(path, start=0, note=note)
-        return Opened(Followed(follower.chunks(), lambda: follower.offset, None, follower.close), None, False)
+        return Opened(FileFollower(path, start=0, note=note), None, False)
     st = os.stat(path)
     mark = prev.file if prev is not None else None
     resumed = mark is not None and (mark.dev, mark.ino) == (st.st_dev, st.st_ino) and st.st_size >= mark.offset
@@ -154,7 +193,7 @@ def open_file(path: Path, analyzer: Analyzer, args: Any, prev: resume.WaitState 
         first_line = count_lines(path, begin) + 1 if begin else 1
         resumed = False
     follower = FileFollower(path, start=start, note=note)
-    followed = Followed(follower.chunks(), lambda: follower.offset - start, None, follower.close)
+    followed = _Since(follower, start)
     new_mark = resume.FileMark(st.st_dev, st.st_ino, begin, first_line, start)
     return Opened(followed, new_mark, resumed, lambda: follower.offset, said)
 
@@ -213,10 +252,11 @@ def state_path(args: Any, spec: Spec) -> Path:
 
 async def watch(args: Any) -> int:
     """`watch SOURCE --wait-at-most DUR`."""
-    from bootwatch.commands import _open_source, check_url
     from bootwatch.insight.live import watch_insight
     from bootwatch.probes.http import HttpProbe
+    from bootwatch.probes.url import check_url
     from bootwatch.session import Options, Session
+    from bootwatch.sources.registry import Opening, open_source
 
     check_args(args)
     if args.url:
@@ -233,7 +273,8 @@ async def watch(args: Any) -> int:
     if spec.kind == "file":
         opened = open_file(Path(spec.path), analyzer, args, prev, note)
     else:
-        opened = Opened(_open_source(spec, analyzer, sink, args), None, prev is not None)
+        opening = Opening(analyzer, sink, from_start=args.from_start, rules=tuple(args.rules))
+        opened = Opened(open_source(spec, opening), None, prev is not None)
     if opened.note:
         recorder.note(now0, opened.note)
     if not opened.resumed or prev is None:
@@ -248,21 +289,26 @@ async def watch(args: Any) -> int:
     server = prev_for_launch.server if prev_for_launch is not None else None
     pid = args.pid if args.pid is not None else (server.pid if server is not None and server_alive(server) else None)
     probe = HttpProbe(args.url) if args.url else None
+    assert opened.followed is not None
+    dies = server_death(server)
+    source: Source = opened.followed if dies is None else _DiesWith(opened.followed, dies)
     session = Session(
         analyzer,
         sink,
         Options(timeout_s=args.timeout, stall_s=args.stall, verify=args.verify),
         probe=probe,
-        source_bytes=opened.followed.bytes_read,
-        source_death=opened.followed.death or server_death(server),
+        source=source,
         insight=watch_insight(analyzer, pid),
     )
     launch_seen_t = prev_for_launch.launch_seen_t if prev_for_launch is not None else now0
     _carry_clock(session, launch_seen_t, _last_output_t(spec, prev_for_launch, now0))
+    chunks = source.chunks()
     try:
-        outcome = await _bounded(session, opened.followed.chunks, args.wait_at_most)
+        outcome = await _bounded(session, chunks, args.wait_at_most)
     finally:
-        await opened.followed.aclose()
+        with contextlib.suppress(Exception):
+            await chunks.aclose()  # type: ignore[attr-defined]
+        await source.aclose()
         if probe is not None:
             await probe.close()
     return conclude(args, spec.text, session, recorder, opened, prev_for_launch, where, outcome, now0, server)
@@ -284,9 +330,10 @@ def _left_of(wait_s: float) -> float:
 
 
 async def _bounded(session: Any, chunks: Any, wait_s: float) -> str:
-    from bootwatch.commands import _with_interrupt
+    from bootwatch.runner import until_stopped
+    from bootwatch.sources.interrupts import interrupts
 
-    return await _with_interrupt(until(session.run(chunks), _left_of(wait_s)))
+    return await until_stopped(until(session.run(chunks), _left_of(wait_s)), interrupts())
 
 
 def _current_phase(snapshot: list[Event]) -> list[Event]:
@@ -297,12 +344,11 @@ def _current_phase(snapshot: list[Event]) -> list[Event]:
     return [] if last is None else snapshot[last:]
 
 
-def _with_extras(recorder: Recorder, args: Any, source: str, analyzer: Analyzer) -> Any:
-    if getattr(args, "metrics_port", None) is None and not getattr(args, "state", None):
-        return recorder
-    from bootwatch.sinks.metrics import with_extras
+def _with_extras(recorder: Recorder, args: Any, source: str, analyzer: Analyzer) -> Sink:
+    from bootwatch.commands import output_of
+    from bootwatch.sinks.registry import with_extras
 
-    return with_extras(recorder, args, source, analyzer.tracker)
+    return with_extras(recorder, output_of(args), source, analyzer.tracker)
 
 
 def _last_output_t(spec: Spec, prev: resume.WaitState | None, now: float) -> float:
@@ -338,7 +384,7 @@ def conclude(
     line_base: int = 0,
 ) -> int:
     """The summary and the standing, printed; the state kept for the next call; the history told once."""
-    from bootwatch.commands import _exit_code
+    from bootwatch.commands import outcome_exit_code as _exit_code
     from bootwatch.sinks import history
 
     now = time.time()

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from bootwatch.insight.signals import Activity
 from bootwatch.insight.weights import Weights
+from bootwatch.vocab.activity import Activity
 
 # Processes whose presence means kernels are being built (torch inductor runs gcc; triton runs ptxas).
 COMPILERS = frozenset(

@@ -13,11 +13,12 @@ import psutil
 
 from bootwatch.insight.activity import ActivitySampler
 from bootwatch.insight.eta import Book, book_from, phase_key, regression
-from bootwatch.insight.signals import Activity
 from bootwatch.insight.weights import find_weights, model_paths_from_argv
 from bootwatch.tracker import EtaEvent, Event, LaunchEvent, PhaseEvent, WarningEvent
+from bootwatch.vocab.activity import Activity
 
 if TYPE_CHECKING:
+    from bootwatch.pipeline import Analyzer
     from bootwatch.store import Similar
     from bootwatch.tracker.tracker import Tracker
 
@@ -188,7 +189,7 @@ class Insight:
         return a, out
 
 
-def watch_insight(analyzer: Any, pid: int | None) -> Insight:
+def watch_insight(analyzer: Analyzer, pid: int | None) -> Insight:
     """`watch`: ETAs from history always; the tree's activity only for the process the user named (never a
     guess among other users' processes)."""
     from bootwatch.errors import UsageError

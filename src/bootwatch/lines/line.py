@@ -17,6 +17,6 @@ class Line:
     t: float | None = None  # unix time from the line's own prefix, if it has one
     level: str | None = None  # INFO / WARNING / ERROR ... when the prefix names it
     proc: str | None = None  # process or rank tag: "TP1", "EngineCore_DP0", "Worker_TP1", "rank1"
-    fmt: str | None = None  # which prefix family matched: sglang, vllm, uvicorn, tgi, ...
+    fmt: str | None = None  # which prefix family matched (lines/formats.toml): sglang, vllm, rust_tracing, ...
     update: bool = False  # an intermediate \\r progress state, superseded within the same line
     log_t: float | None = None  # the prefix's time even where `t` is the arrival time (a live analyzer)

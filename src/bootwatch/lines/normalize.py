@@ -7,18 +7,15 @@ import time
 
 from bootwatch.lines.ansi import strip_ansi
 from bootwatch.lines.line import Line
-from bootwatch.lines.prefixes import parse_prefix
+from bootwatch.lines.prefixes import TABLE, parse_prefix
 
 # A tqdm bar that had no newline before the next log record: "…0/1 [00:00<?, ?it/s][2026-05-25 17:26:25 TP1] …".
 # Only its end is used, so the digits before the "/" are checked by a lookbehind: a pattern that starts with
 # a literal is searched for that literal first (the leading \d+ made `re` try every position: ~6 µs a line).
 _BAR_END = re.compile(r"/(?<=\d/)\d+ \[(?:\d|\?)[^\[\]]*\]")
-# Where a new record can start after a bar: SGLang stamp, vLLM process tag or logger prefix, Python logging.
-_RECORD_START = re.compile(
-    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\([A-Za-z_][\w\-]*(?: [\w=]+)*? pid=\d+\)"
-    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - "
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
-)
+# Where a new record can start after a bar: a prefix formats.toml marks `glued` (SGLang's stamp, vLLM's process
+# tag or logger prefix, Python logging's, an ISO stamp).
+_RECORD_START = TABLE.glued
 
 
 def split_glued(segment: str) -> list[str]:

@@ -1,103 +1,25 @@
 """Log prefixes of the servers bootwatch knows, parsed once here and nowhere else.
 
-Each parser takes the ANSI-free text of one segment and returns what the prefix says (time, level,
-process/rank) and the message after it. Process tags nest: vLLM puts `(EngineCore_DP0 pid=7)` before its
-logger prefix, Ray puts `(Actor pid=1, ip=..)` before SGLang's `[time TP0]`, torch puts `[rank1]:` before a
-traceback line; so tags are peeled off first and then one logger format is matched.
+The prefixes are data (lines/formats.toml, which says how a line is read); this module compiles that table
+and applies it. Each segment is peeled in three layers: collector wrappers (docker, kubectl, journald), then
+process tags, which nest (vLLM's `(EngineCore_DP0 pid=7)`, torch's `[rank1]:`), then one logger's prefix. What
+comes out is the time, level and process/rank the prefixes say, and the message after them.
 """
 
 from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Callable
+import string
+import tomllib
 from dataclasses import dataclass
+from importlib import resources
+from re import _parser as sre  # type: ignore[attr-defined]  # the stdlib's own regex parser, for first characters
+from typing import Any
 
 from bootwatch.lines.json_records import read_record
-from bootwatch.lines.levels import LEVELS, level_name
+from bootwatch.lines.levels import LEVELS
 
-# (EngineCore_DP0 pid=123) (VllmWorker rank=1 pid=9) (Worker_TP1 pid=5) (RayWorkerWrapper pid=3, ip=10.0.0.1)
-_PROC_TAG = re.compile(r"\((?P<name>[A-Za-z_][\w\-]*(?: [\w=]+)*?) pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\) ?")
-# torch's per-rank stderr prefix: "[rank1]: "
-_TORCH_RANK = re.compile(r"\[rank(?P<rank>\d+)\]:\s?")
-# vLLM logger, V1 "[file.py:12]" and V0 "file.py:12]"
-_VLLM = re.compile(
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
-    r"(?:\.\d+)? \[?[\w.\-/]+:\d+\] ?"
-)
-# SGLang "[2025-01-02 10:00:00 DP1 TP3 EP3] " (ranks optional, .mmm optional), 2026 adds "INFO file.py:12: "
-_SGLANG = re.compile(
-    r"\[(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.\d+)?"
-    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP|CP)\d+)*)\] ?"
-    r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+:\d+: )?"
-)
-# uvicorn "INFO:     Started server process", also re-formatted under SGLang's "[ts] INFO:     "
-_UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s{2,}")
-# Python logging default "WARNING:root:msg"
-_PYLOG = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
-# TGI / Rust tracing "2025-07-04T12:35:02.586768Z  INFO text_generation_launcher: "
-_TGI = re.compile(
-    r"(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)T(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.\d+)?Z\s+"
-    r"(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:[a-z_][\w\-]*(?:::[\w\-]+)*(?:\{[^}]*\})?:\s)*(?:[\w/.\-]+\.rs:\d+:\s)?"
-)
-# Python logging "2025-07-08 11:19:52,247 - lmdeploy - WARNING - archs.py:51 - " (also CUTE_DSL, wrappers)
-_PYFMT = re.compile(
-    r"(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d),\d{3} - (?:(?P<name>[\w.\-]+) - )?"
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.]+:\d+ - |\[[\w.]+\] - )?"
-)
-# TensorRT-LLM "[12/20/2025-03:35:50] [TRT-LLM] [I] ", "[TRT-LLM AUTO-DEPLOY] [RANK 0] [I]", "[TensorRT-LLM][INFO] "
-_TRTLLM = re.compile(
-    r"\[(?P<mo>\d\d)/(?P<d>\d\d)/(?P<Y>\d{4})-(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\] \[TRT-LLM[^\]]*\]"
-    r"(?: \[RANK (?P<rank>\d+)\])? \[(?P<level>[IWEVD])\] "
-)
-# TurboMind (LMDeploy's C++ engine): "[TM][ERROR] msg", "[TM][FATAL][0914.14:00:37.807188][cast.cu:264] msg"
-_TM = re.compile(r"\[TM\]\[(?P<level>TRACE|DEBUG|INFO|WARNING|WARN|ERROR|FATAL)\](?:\[[^\]\s]*\])* ?")
-_TRTLLM_CPP = re.compile(r"\[TensorRT-LLM\]\[(?P<level>INFO|WARNING|ERROR|DEBUG|VERBOSE)\] ")
-# glog "W0902 12:01:32.507000 819883 torch/utils/cpp_extension.py:2425] "
-_GLOG = re.compile(
-    r"(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.\d+\s+\d+ "
-    r"[\w./\-]+:\d+\] "
-)
-# llama.cpp with --log-timestamps/--log-prefix: "0.00.035.060 I msg"
-_LLAMACPP = re.compile(r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWEDT]) ")
-
-# What a log collector puts before the server's own prefix: docker compose's "service-1  | ", docker/kubectl
-# --timestamps and CRI "2025-01-02T10:00:00.123456789Z stdout F ", journald/syslog "Jan 02 10:00:00 host
-# unit[12]: ". They say nothing about the server; rules anchored at the message must see past them.
-_COMPOSE = re.compile(r"[A-Za-z0-9][\w.\-]*\s+\| ?")
-_ISO_WRAP = re.compile(
-    r"(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)T(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-    r"\s(?:(?:stdout|stderr) [FP] )?"
-)
-_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+(?:\[\d+\])?: ")
-# A launcher's own stamp and stream tag around the server's line: "[2024-12-05 01:56:09] [stderr] ", and an
-# interactive prompt's ">>> " in pasted logs.
-_STREAM_WRAP = re.compile(r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?\[(?:stdout|stderr)\] |>>> ")
-# kubectl logs --prefix "[pod/name/container] ", and a launcher's "2026-05-17 10:44:45.483 | " before each line.
-_KUBECTL = re.compile(r"\[pod/[\w.\-]+/[\w.\-]+\] ")
-_STAMP_BAR = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? \| ")
-# Docker Desktop's log view puts its own stamp before the server's bracketed one: "2025-02-04 21:21:33 [2025-…"
-_BARE_STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? (?=\[\d{4}-|\()")
-# Go servers (Ollama, LocalAI). slog: 'time=2024-07-28T14:31:48.554-04:00 level=ERROR source=sched.go:443 msg="…" k=v';
-# the standard log package: "2024/12/05 01:56:09 routes.go:1158: INFO …"; zerolog's console: " 6:36PM INF …".
-_SLOG = re.compile(
-    r"time=(?P<Y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)T(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\S* "
-    r"level=(?P<level>[A-Z]+)(?: source=\S+)? msg="
-)
-_GOLOG = re.compile(
-    r"(?P<Y>\d{4})/(?P<mo>\d\d)/(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) [\w.\-]+:\d+: "
-    r"(?P<level>DEBUG|INFO|WARN|WARNING|ERROR) "
-)
-_ZEROLOG = re.compile(r" ?\d{1,2}:\d\d(?:AM|PM) (?P<level>DBG|INF|WRN|ERR|FTL|TRC) ")
-_ZEROLOG_LEVELS = {"DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL", "TRC": "DEBUG"}
-# Any collector wrapper at all, in one match: most lines have none, and trying each pattern in turn for them
-# cost more than the rest of the prefix parsing.
-_ANY_WRAP = re.compile(
-    "|".join(
-        re.sub(r"\(\?P<\w+>", "(?:", p.pattern)
-        for p in (_COMPOSE, _ISO_WRAP, _STREAM_WRAP, _KUBECTL, _STAMP_BAR, _BARE_STAMP, _SYSLOG)
-    )
-)
 _MONTHS = {
     m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
 }
@@ -131,13 +53,20 @@ def _epoch(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
     return None if day is None else day + (h * 3600 + mi * 60 + s)
 
 
-def _stamp(m: re.Match[str], year: int) -> float | None:
-    g = m.groupdict()
-    y = int(g["Y"]) if g.get("Y") else year
-    return _epoch(y, int(g["mo"]), int(g["d"]), int(g["h"]), int(g["mi"]), int(g["s"]))
+def _stamp(g: dict[str, str | None], year: int) -> float | None:
+    y = int(g["Y"] or 0) if g.get("Y") else year
+    mo = int(g["mo"] or 0) if "mo" in g else _MONTHS.get(g["mon"] or "")
+    if mo is None:
+        return None
+    return _epoch(y, mo, int(g["d"] or 0), int(g["h"] or 0), int(g["mi"] or 0), int(g["s"] or 0))
 
 
-def _sglang_proc(ranks: str) -> str | None:
+def _ymd(g: dict[str, str | None]) -> tuple[int, int, int] | None:
+    y, mo, d = g.get("Y"), g.get("mo"), g.get("d")
+    return (int(y), int(mo), int(d or 0)) if y and mo else None
+
+
+def _sglang_ranks(ranks: str) -> str | None:
     # "DP21 TP21 EP21" -> "TP21": the TP rank identifies the scheduler process uniquely within a node.
     parts = ranks.split()
     if not parts:
@@ -148,50 +77,220 @@ def _sglang_proc(ranks: str) -> str | None:
     return parts[-1]
 
 
+# ---- the compiled table ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One pattern of formats.toml, compiled: a wrapper, a process tag or a logger format."""
+
+    name: str
+    pattern: re.Pattern[str]
+    has_time: bool
+    levels: dict[str, str]  # the format's own spellings over the shared table
+    proc: str | None = None  # "rank{rank}"-style template, or "ranks"
+    fmt: str | None = None  # a tag: the format it names
+    keep_proc: bool = False  # a tag: an earlier tag's process wins
+    keep_prefix: bool = False  # the prefix stays in the message, for rules that read it
+    tag_names_format: bool = False  # a process tag before it names the format instead
+    then: Entry | None = None  # a prefix that may follow this one and says the level
+    yields_to: Entry | None = None  # a wrapper: not taken where this format matches and nothing follows it
+    proc_fields: tuple[str, ...] = ()  # the groups `proc` names
+
+    def level(self, m: re.Match[str]) -> str | None:
+        lv = m.group("level")
+        return None if lv is None else self.levels.get(lv, lv)
+
+    def proc_of(self, m: re.Match[str]) -> str | None:
+        if self.proc is None:
+            return None
+        if self.proc == "ranks":
+            return _sglang_ranks(m.group("ranks"))
+        values = {k: m.group(k) for k in self.proc_fields}
+        if None in values.values():
+            return None
+        return self.proc.format_map(values).replace(" ", "_").replace("=", "")
+
+
+def first_chars(pattern: str) -> tuple[frozenset[str], bool]:
+    """The characters a match of `pattern` can start with, and whether any digit (\\d) can start one."""
+    chars, digit, nullable = _firsts(sre.parse(pattern).data)
+    if nullable:
+        raise ValueError(f"pattern can match nothing, so it has no first character: {pattern!r}")
+    return frozenset(chars), digit
+
+
+def _firsts(items: list[tuple[Any, Any]]) -> tuple[set[str], bool, bool]:
+    chars: set[str] = set()
+    digit = False
+    for op, av in items:
+        if op in (sre.AT, sre.ASSERT, sre.ASSERT_NOT):
+            continue  # zero-width: the next item says the first character
+        if op is sre.LITERAL:
+            return chars | {chr(av)}, digit, False
+        if op is sre.IN:
+            for o, a in av:
+                if o is sre.LITERAL:
+                    chars.add(chr(a))
+                elif o is sre.RANGE:
+                    chars.update(map(chr, range(a[0], a[1] + 1)))
+                elif o is sre.CATEGORY and a is sre.CATEGORY_DIGIT:
+                    digit = True
+                elif o is sre.CATEGORY and a is sre.CATEGORY_SPACE:
+                    chars.update(" \t\n\r\f\v")
+                else:
+                    raise ValueError(f"a pattern must start with known characters, not {o} {a}")
+            return chars, digit, False
+        if op is sre.SUBPATTERN or op in (sre.MAX_REPEAT, sre.MIN_REPEAT) or op is sre.BRANCH:
+            alts = [av[3]] if op is sre.SUBPATTERN else [av[2]] if op is not sre.BRANCH else av[1]
+            nullable = op is not sre.SUBPATTERN and op is not sre.BRANCH and av[0] == 0
+            for alt in alts:
+                c, d, n = _firsts(alt.data if hasattr(alt, "data") else alt)
+                chars |= c
+                digit |= d
+                nullable |= n
+            if not nullable:
+                return chars, digit, False
+            continue
+        raise ValueError(f"a pattern must start with a literal, a class or a group, not {op}")
+    return chars, digit, True
+
+
+def _entries(spec: dict[str, Any], formats: dict[str, Entry]) -> list[Entry]:
+    """One table entry's patterns, compiled (a `then` or `yields_to` names a format already in `formats`)."""
+    proc = spec.get("proc")
+    fields = tuple(f for _, f, _, _ in string.Formatter().parse(proc) if f) if proc and proc != "ranks" else ()
+    out = []
+    for p in _patterns(spec):
+        rx = re.compile(p)
+        has_time = "mo" in rx.groupindex or "mon" in rx.groupindex
+        levels = {**LEVELS, **spec.get("levels", {})}
+        then, yields = (formats[spec[k]] if k in spec else None for k in ("then", "yields_to"))
+        says = proc if all(f in rx.groupindex for f in fields) else None  # a pattern without the rank names none
+        out.append(
+            Entry(
+                spec["name"],
+                rx,
+                has_time,
+                levels,
+                says,
+                spec.get("fmt"),
+                keep_proc=spec.get("keep_proc", False),
+                keep_prefix=spec.get("keep_prefix", False),
+                tag_names_format=spec.get("tag_names_format", False),
+                then=then,
+                yields_to=yields,
+                proc_fields=fields,
+            )
+        )
+    return out
+
+
+def _patterns(spec: dict[str, Any]) -> list[str]:
+    return spec["pattern"] if isinstance(spec["pattern"], list) else [spec["pattern"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    wrappers: tuple[Entry, ...]
+    any_wrapper: re.Pattern[str]  # any wrapper at all, in one match: most lines have none
+    wrap_first: frozenset[str]
+    tags: tuple[Entry, ...]
+    formats: tuple[Entry, ...]
+    by_first: dict[str, tuple[Entry, ...]]  # formats tried for a line, by its first character
+    digit_first: tuple[Entry, ...]  # ... and for one starting with any other digit
+    glued: re.Pattern[str]  # where a new record can start after a progress bar without a newline
+
+
+def _ungrouped(pattern: str) -> str:
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern)
+
+
+def _dispatch(entries: tuple[Entry, ...]) -> tuple[dict[str, tuple[Entry, ...]], tuple[Entry, ...]]:
+    by_first: dict[str, list[Entry]] = {}
+    digit_first = []
+    for e in entries:
+        chars, digit = first_chars(e.pattern.pattern)
+        for c in chars | (set("0123456789") if digit else set()):
+            by_first.setdefault(c, []).append(e)
+        if digit:
+            digit_first.append(e)
+    return {c: tuple(v) for c, v in by_first.items()}, tuple(digit_first)
+
+
+def compile_table(doc: dict[str, Any]) -> Table:
+    """formats.toml, compiled: every pattern, the first-character dispatch, the wrapper gate."""
+    named: dict[str, Entry] = {}
+    compiled: dict[int, list[Entry]] = {}
+    for plain in (True, False):  # formats another one points at (by `then`) first
+        for i, spec in enumerate(doc["format"]):
+            if ("then" not in spec) == plain:
+                compiled[i] = _entries(spec, named)
+                named.setdefault(spec["name"], compiled[i][0])
+    formats = tuple(e for i in sorted(compiled) for e in compiled[i])
+    wrappers = tuple(e for spec in doc["wrapper"] for e in _entries(spec, named))
+    tags = tuple(e for spec in doc["tag"] for e in _entries(spec, named))
+    by_first, digit_first = _dispatch(formats)
+    wrap_first = frozenset(c for e in wrappers for c in _dispatch((e,))[0])
+    glued = [p for kind in ("wrapper", "tag", "format") for s in doc[kind] if s.get("glued") for p in _patterns(s)]
+    return Table(
+        wrappers,
+        re.compile("|".join(_ungrouped(e.pattern.pattern) for e in wrappers)),
+        wrap_first,
+        tags,
+        formats,
+        by_first,
+        digit_first,
+        re.compile("|".join(map(_ungrouped, glued))),
+    )
+
+
+def load_table() -> Table:
+    with resources.files("bootwatch.lines").joinpath("formats.toml").open("rb") as f:
+        return compile_table(tomllib.load(f))
+
+
+TABLE = load_table()
+_WRAPPERS, _ANY_WRAP, _WRAP_FIRST = TABLE.wrappers, TABLE.any_wrapper, TABLE.wrap_first
+_TAGS, _BY_FIRST, _DIGIT_FIRST = TABLE.tags, TABLE.by_first, TABLE.digit_first
+
+
+# ---- reading a line ----------------------------------------------------------------------------------
+def _formats_at(first: str) -> tuple[Entry, ...]:
+    # isdigit beyond 0-9: \d in the patterns matches any script's digits too.
+    return _BY_FIRST.get(first) or (_DIGIT_FIRST if first.isdigit() else ())
+
+
 def _peel_wrappers(text: str, year: int) -> tuple[int, float | None]:
     """Where the server's own text starts after collector prefixes, and the time a collector stamped."""
     pos, t = 0, None
     for _ in range(3):  # compose around timestamps, or the other way round
         if _ANY_WRAP.match(text, pos) is None:
             break
-        m = _COMPOSE.match(text, pos)
-        if m:
+        for w in _WRAPPERS:
+            m = w.pattern.match(text, pos)
+            if m is None:
+                continue
+            if w.yields_to is not None and w.yields_to.pattern.match(text, pos):
+                end = m.end()
+                if not any(f.pattern.match(text, end) for f in _formats_at(text[end : end + 1])):
+                    continue  # the server's own prefix, not a collector's
             pos = m.end()
-            continue
-        m = _ISO_WRAP.match(text, pos)
-        # TGI's own prefix is an ISO stamp followed by a level; vLLM's starts with a level too
-        if m and (not _TGI.match(text, pos) or _VLLM.match(text, m.end())):
-            pos, t = m.end(), _stamp(m, year)
-            continue
-        m = (
-            _STREAM_WRAP.match(text, pos)
-            or _KUBECTL.match(text, pos)
-            or _STAMP_BAR.match(text, pos)
-            or _BARE_STAMP.match(text, pos)
-        )
-        if m:
-            pos = m.end()
-            continue
-        m = _SYSLOG.match(text, pos)
-        if m:
-            mo = _MONTHS.get(text[pos : pos + 3])
-            if mo:
-                day, hh, mm, ss = (int(text[pos + a : pos + a + 2]) for a in (4, 7, 10, 13))
-                t = _epoch(year, mo, day, hh, mm, ss)
-            pos = m.end()
-            continue
-        break
+            if w.has_time and (st := _stamp(m.groupdict(), year)) is not None:
+                t = st
+            break
+        else:
+            break
     return pos, t
 
 
 def parse_prefix(text: str, year: int) -> Prefix:
     """Peel collector wrappers, process tags and one logger prefix off `text`; `year` fills in yearless stamps
     (vLLM)."""
-    pos, wrap_t = _peel_wrappers(text, year) if text[:1].isalnum() or text[:1] in "[>" else (0, None)
+    first = text[:1]
+    pos, wrap_t = _peel_wrappers(text, year) if first in _WRAP_FIRST or first.isdigit() else (0, None)
     if text[pos : pos + 1] == "{" and (record := read_record(text[pos:], year)) is not None:
         return Prefix(record.message, record.t or wrap_t, record.level, None, "json", None, record.more)
     p = _parse_from(text, pos, year)
-    if p.fmt is None and pos == 0 and text[:1] in " \t":
+    if p.fmt is None and pos == 0 and first in " \t":
         # A paste indented as a whole (a quote block): the prefix is there after the indentation. Only taken
         # when one is found, so that traceback frames keep theirs.
         lead = len(text) - len(text.lstrip(" \t"))
@@ -209,115 +308,38 @@ def _parse_from(text: str, pos: int, year: int) -> Prefix:
     for f in _formats_at(text[pos : pos + 1]):
         m = f.pattern.match(text, pos)
         if m:
-            return f.read(m, text, pos, year, proc, fmt)
+            return _read(f, m, text, pos, year, proc, fmt)
     return Prefix(text[pos:], None, None, proc, fmt)
 
 
 def _peel_process_tags(text: str, pos: int) -> tuple[int, str | None, str | None]:
     """Past the process tags (they nest and repeat): where the logger prefix starts, the process they name,
-    and "vllm" when a vLLM-style tag was among them."""
+    and the format a tag names."""
     proc, fmt = None, None
     while True:
-        m = _PROC_TAG.match(text, pos)
-        if m:
-            proc, fmt, pos = m.group("name").replace(" ", "_").replace("=", ""), "vllm", m.end()
-            continue
-        m = _TORCH_RANK.match(text, pos)
-        if not m:
+        for tag in _TAGS:
+            m = tag.pattern.match(text, pos)
+            if m:
+                proc = (proc or tag.proc_of(m)) if tag.keep_proc else tag.proc_of(m)
+                fmt, pos = tag.fmt or fmt, m.end()
+                break
+        else:
             return pos, proc, fmt
-        proc, pos = proc or "rank" + m.group("rank"), m.end()
 
 
-def _as_written(level: str | None) -> str | None:
-    return level
-
-
-def _llamacpp_level(level: str | None) -> str | None:
-    return LEVELS.get(level or "", "INFO")  # its T (trace) has no name of its own
-
-
-def _zerolog_level(level: str | None) -> str | None:
-    return _ZEROLOG_LEVELS[level or ""]
-
-
-def _no_proc(_m: re.Match[str]) -> str | None:
-    return None
-
-
-def _sglang_ranks(m: re.Match[str]) -> str | None:
-    return _sglang_proc(m.group("ranks"))
-
-
-def _trtllm_rank(m: re.Match[str]) -> str | None:
-    return f"rank{m.group('rank')}" if m.group("rank") else None
-
-
-@dataclass(frozen=True, slots=True)
-class _Format:
-    """One logger's prefix: its pattern (named groups Y/mo/d/h/mi/s for the time, `level`) and how to read it."""
-
-    name: str
-    pattern: re.Pattern[str]
-    level: Callable[[str | None], str | None] = _as_written
-    proc: Callable[[re.Match[str]], str | None] = _no_proc  # a rank the prefix names beats the process tag's
-    keeps_tag: bool = False  # the prefix stays in the message, for rules that read it
-    tag_names_format: bool = False  # a process tag before it names the format instead
-    then: _Format | None = None  # a prefix that may follow this one and says the level
-
-    def read(self, m: re.Match[str], text: str, pos: int, year: int, proc: str | None, fmt: str | None) -> Prefix:
-        t = _stamp(m, year) if "mo" in self.pattern.groupindex else None  # a pattern with a date has a time
-        name = (fmt or self.name) if self.tag_names_format else self.name
-        level, rest = self.level(m.group("level")), m.end()
-        if self.then is not None and (inner := self.then.pattern.match(text, rest)):
-            # the inner prefix says the level; the line is still the outer logger's (SGLang's stamp on uvicorn's
-            # lines is SGLang's evidence: a watcher that starts at them must not take uvicorn's readiness)
-            level, rest = self.then.level(inner.group("level")), inner.end()
-        return Prefix(text[pos:] if self.keeps_tag else text[rest:], t, level, self.proc(m) or proc, name, _ymd(m))
-
-
-_UVICORN_FMT = _Format("uvicorn", _UVICORN)
-_GO_FORMATS = (
-    # msg stays quoted: failure texts must be the line's own text, and rules allow the quote ('^"?…').
-    _Format("slog", _SLOG, level_name),
-    _Format("golog", _GOLOG, level_name),
-    _Format("zerolog", _ZEROLOG, _zerolog_level),
-)
-_LOGGER_LEVEL_FIRST = (
-    _Format("vllm", _VLLM),
-    _UVICORN_FMT,
-    _Format("pylog", _PYLOG),
-    _Format("glog", _GLOG, level_name),
-)
-# Tried in order, by the first character of the prefix; a character not here has no logger prefix.
-_BY_FIRST: dict[str, tuple[_Format, ...]] = {
-    "[": (
-        # SGLang re-formats uvicorn's lines under its own stamp: "[ts] INFO:     "
-        _Format("sglang", _SGLANG, proc=_sglang_ranks, tag_names_format=True, then=_UVICORN_FMT),
-        _Format("trtllm", _TRTLLM, level_name, proc=_trtllm_rank),
-        # LMDeploy's rules read the [TM] tag; its level is what matters here.
-        _Format("turbomind", _TM, level_name, keeps_tag=True),
-        _Format("trtllm", _TRTLLM_CPP, level_name),
-    ),
-    "t": _GO_FORMATS,
-    " ": _GO_FORMATS,
-    **dict.fromkeys("DIWEC", _LOGGER_LEVEL_FIRST),
-    "T": (_Format("uvicorn", _UVICORN, level_name),),  # uvicorn's TRACE, read as DEBUG
-}
-_DIGIT_FIRST = (
-    *_GO_FORMATS,
-    _Format("tgi", _TGI, level_name),
-    _Format("pylog", _PYFMT),
-    _Format("llamacpp", _LLAMACPP, _llamacpp_level),
-)
-
-
-def _formats_at(first: str) -> tuple[_Format, ...]:
-    # isdigit, not 0-9: \d in the patterns matches any script's digits too.
-    return _DIGIT_FIRST if first.isdigit() else _BY_FIRST.get(first, ())
-
-
-def _ymd(m: re.Match[str]) -> tuple[int, int, int] | None:
+def _read(f: Entry, m: re.Match[str], text: str, pos: int, year: int, proc: str | None, fmt: str | None) -> Prefix:
+    # The hot path (every prefixed line that reaches Python): one groupdict, no method calls it can spare.
     g = m.groupdict()
-    if g.get("Y"):
-        return int(g["Y"]), int(g["mo"]), int(g["d"])
-    return None
+    t = _stamp(g, year) if f.has_time else None
+    name = (fmt or f.name) if f.tag_names_format else f.name
+    level, rest = g.get("level"), m.end()
+    if level is not None:
+        level = f.levels.get(level, level)
+    if f.then is not None and (inner := f.then.pattern.match(text, rest)):
+        # the inner prefix says the level; the line is still the outer logger's (SGLang's stamp on uvicorn's
+        # lines is SGLang's evidence: a watcher that starts at them must not take uvicorn's readiness)
+        level, rest = f.then.level(inner), inner.end()
+    own = f.proc_of(m) if f.proc is not None else None
+    return Prefix(
+        text[pos:] if f.keep_prefix else text[rest:], t, level, own or proc, name, _ymd(g) if f.has_time else None
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bootwatch.tracker import Event
 
@@ -13,6 +13,20 @@ class Sink(Protocol):
     def note(self, now: float, text: str) -> None: ...
 
     def close(self, summary: dict[str, Any], now: float) -> None: ...
+
+
+@runtime_checkable
+class ServerAware(Protocol):
+    """A sink that names the server's pid once `run` started it (the probe's state file)."""
+
+    def set_server(self, pid: int) -> None: ...
+
+
+@runtime_checkable
+class HandsOver(Protocol):
+    """A sink that owns the terminal (the live view): it ends its drawing before another program takes it."""
+
+    def handover(self, summary: dict[str, Any], now: float, what: str) -> None: ...
 
 
 class NullSink:

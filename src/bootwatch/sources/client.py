@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from bootwatch.sources.container_state import Death
+
 
 class ClientFollower:
     """Holds the current client process; closing kills it exactly once and reaps it inside the loop."""
 
     def __init__(self) -> None:
+        self.offset = 0  # bytes handed on (for silence detection; where ssh resumes)
         self._proc: asyncio.subprocess.Process | None = None
         self._dying: asyncio.subprocess.Process | None = None
 
@@ -20,6 +23,13 @@ class ClientFollower:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             self._dying = proc
+
+    @property
+    def bytes_read(self) -> int:
+        return self.offset
+
+    def death(self) -> Death | None:
+        return None
 
     async def aclose(self) -> None:
         """Kill the client and reap it while the event loop still runs."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
+from typing import TYPE_CHECKING
 
 from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
@@ -20,7 +21,10 @@ from bootwatch.sources.container_state import ContainerClient, ContainerState, D
 from bootwatch.sources.dedup import ReattachDedup
 from bootwatch.sources.docker import DockerClient
 from bootwatch.sources.kubectl import KubectlClient
-from bootwatch.sources.spec import Spec
+from bootwatch.sources.spec import Spec, parse_container
+
+if TYPE_CHECKING:
+    from bootwatch.sources.registry import Opening
 
 REATTACH_PAUSE_S = 0.5  # lets a restarting container come up before its logs are asked for again
 
@@ -48,9 +52,12 @@ class ContainerFollower(ClientFollower):
         self.spec = spec
         self.client = client_for(spec)
         self.note = note or (lambda _msg: None)
-        self.offset = 0  # bytes handed on (for silence detection)
-        self.death: Death | None = None
+        self._death: Death | None = None
         self.restarts_seen: int | None = None
+
+    def death(self) -> Death | None:
+        """The exit, OOM kill or restart the runtime reported once the logs stream ended."""
+        return self._death
 
     async def _state(self) -> ContainerState:
         code, out, err = await _run(self.client.state_argv())
@@ -106,7 +113,7 @@ class ContainerFollower(ClientFollower):
         err = (await proc.stderr.read()).decode("utf-8", "replace")
         state = await self._state()
         if state.death is not None:
-            self.death = state.death
+            self._death = state.death
             self.note(f"{self.spec.label}: {state.death.reason}")
             return True
         if proc.returncode not in (0, None) and not state.running and since is None:
@@ -117,6 +124,15 @@ class ContainerFollower(ClientFollower):
         self.restarts_seen = state.restarts
         self.note(f"{self.spec.label}: log stream ended; reattaching from {since}")
         return False
+
+
+# ---- the schemes (sources/registry.py) ------------------------------------------------------------
+def parse_spec(text: str) -> Spec:
+    return parse_container(text)
+
+
+def open_source(spec: Spec, opening: Opening) -> ContainerFollower:
+    return ContainerFollower(spec, note=opening.note)
 
 
 __all__ = ["ContainerFollower", "Death", "client_for"]

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
+from bootwatch.sources.container_state import Death
 from bootwatch.sources.interrupts import turn
 from bootwatch.waiting import wait_event
 
@@ -62,6 +63,17 @@ class FdFollower:
         if self._watch_task is not None:
             self._watch_task.cancel()
             self._watch_task = None
+
+    # ---- the Source protocol (sources/protocol.py) ----------------------------------------------------
+    @property
+    def bytes_read(self) -> int:
+        return self.offset
+
+    def death(self) -> Death | None:
+        return None  # the server's own exit is the session's to see (it started the process)
+
+    async def aclose(self) -> None:
+        self.close()
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Complete lines, as they arrive, forever (the caller stops iterating)."""

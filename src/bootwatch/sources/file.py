@@ -25,6 +25,7 @@ from typing import Any
 
 from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
+from bootwatch.sources.container_state import Death
 from bootwatch.sources.interrupts import turn
 from bootwatch.waiting import wait_event
 
@@ -164,6 +165,17 @@ class FileFollower:
         self._stop.set()
         if self._watch_task is not None:
             self._watch_task.cancel()
+
+    # ---- the Source protocol (sources/protocol.py) ----------------------------------------------------
+    @property
+    def bytes_read(self) -> int:
+        return self.offset
+
+    def death(self) -> Death | None:
+        return None  # a file cannot tell; the log itself (or --pid) says how the server ended
+
+    async def aclose(self) -> None:
+        self.close()
 
     def _close_fd(self) -> None:
         if self._fd is not None:

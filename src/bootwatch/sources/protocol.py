@@ -1,16 +1,29 @@
-"""What every source is: complete lines as they arrive, how far it has read, and how to let it go."""
+"""What every source is: chunks of complete lines as they arrive, how far it has read, a death it saw, and
+how to let it go. The session, the runner and every follower meet here (httpx's transport seam)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Protocol
 
+from bootwatch.sources.container_state import Death
+
 
 class Source(Protocol):
-    """A place turned into a stream of chunks of complete lines (file, the server's own log, ssh, a container,
-    a replay, a test's script). `offset` is how many bytes it has handed over: the session's measure of
-    output when no line has reached a rule."""
+    """A place turned into a stream of chunks of complete lines (a file, the server's own log, ssh, a container,
+    journald, a replay, a test's script)."""
 
-    offset: int
+    @property
+    def bytes_read(self) -> int:
+        """Bytes handed over so far: the session's measure of output when no line has reached a rule."""
+        ...
 
     def chunks(self) -> AsyncIterator[bytes]: ...
+
+    def death(self) -> Death | None:
+        """The server's death as the source saw it (a container that exited, a unit that failed), or None."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop reading and release what the source holds (a client process is reaped inside the loop)."""
+        ...

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 from bootwatch.sources.chunks import LineChunker
-from bootwatch.sources.container import Death
+from bootwatch.sources.container_state import Death
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,15 @@ class ScriptedSource:
         self._death: Death | None = None
         self.played = asyncio.Event()
 
+    @property
+    def bytes_read(self) -> int:
+        return self.offset
+
     def death(self) -> Death | None:
         return self._death
+
+    async def aclose(self) -> None:
+        return None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         chunker = LineChunker()

@@ -18,7 +18,7 @@ _K8S = re.compile(
 
 @dataclass(frozen=True)
 class Spec:
-    kind: str  # file | ssh | docker | k8s
+    kind: str  # a scheme's kind (sources/registry.py): file, ssh, docker, k8s, journald
     text: str  # as the user wrote it
     path: str = ""
     host: str = ""
@@ -41,6 +41,13 @@ class Spec:
 
 
 def parse_source(text: str) -> Spec:
+    """What `text` names: a registered scheme (sources/registry.py), else scp-style ssh, else a local file."""
+    from bootwatch.sources.registry import parse_source as parse
+
+    return parse(text)
+
+
+def parse_ssh_url(text: str) -> Spec:
     m = _SSH_URL.match(text)
     if m and ":" in (m.group("user") or ""):
         # ssh takes no password on its command line: it would end up in the user name, shown by `ps`.
@@ -49,28 +56,33 @@ def parse_source(text: str) -> Spec:
             f"ssh source ssh://{who}:***@...: a password in an ssh URL is not accepted (every user can read it"
             " in `ps`); use a key or ssh-agent, and ssh://USER@HOST/PATH"
         )
-    if m:
-        host = m.group("host").strip("[]")
-        return Spec(
-            "ssh",
-            text,
-            path=m.group("path"),
-            host=host,
-            user=m.group("user"),
-            port=int(m.group("port")) if m.group("port") else None,
-        )
-    if text.startswith("ssh://"):
+    if not m:
         raise UsageError(f"bad ssh source {text!r}: expected ssh://[user@]host[:port]/absolute/path")
-    m = _DOCKER.match(text)
-    if m:
-        return Spec("docker", text, container=m.group("container"))
+    return Spec(
+        "ssh",
+        text,
+        path=m.group("path"),
+        host=m.group("host").strip("[]"),
+        user=m.group("user"),
+        port=int(m.group("port")) if m.group("port") else None,
+    )
+
+
+def parse_container(text: str) -> Spec:
+    """docker://CONTAINER or k8s://[namespace/]pod[/container]."""
     if text.startswith("docker://"):
-        raise UsageError(f"bad docker source {text!r}: expected docker://CONTAINER")
+        m = _DOCKER.match(text)
+        if not m:
+            raise UsageError(f"bad docker source {text!r}: expected docker://CONTAINER")
+        return Spec("docker", text, container=m.group("container"))
     m = _K8S.match(text)
-    if m:
-        return Spec("k8s", text, namespace=m.group("ns"), pod=m.group("pod"), container=m.group("container"))
-    if text.startswith("k8s://"):
+    if not m:
         raise UsageError(f"bad k8s source {text!r}: expected k8s://[namespace/]pod[/container]")
+    return Spec("k8s", text, namespace=m.group("ns"), pod=m.group("pod"), container=m.group("container"))
+
+
+def parse_unprefixed(text: str) -> Spec:
+    """No scheme: host:/path is a file over ssh (unless a local file has that name), else a local file."""
     m = _SCP.match(text)
     if m and not os.path.exists(text):  # a local file may have a colon in its name
         return Spec("ssh", text, path=m.group("path"), host=m.group("host"), user=m.group("user"))

@@ -15,11 +15,15 @@ import asyncio
 import os
 import shlex
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker
 from bootwatch.sources.client import ClientFollower
-from bootwatch.sources.spec import Spec
+from bootwatch.sources.spec import Spec, parse_ssh_url
+
+if TYPE_CHECKING:
+    from bootwatch.sources.registry import Opening
 
 NO_FILE, NO_TAIL = 66, 69  # exit codes of the remote preamble
 FOLLOWING = "bootwatch: following"  # the preamble passed: the connection and the file are fine
@@ -172,3 +176,12 @@ class SshFollower(ClientFollower):
                 await asyncio.sleep(delay)
         finally:
             self.close()
+
+
+# ---- the scheme (sources/registry.py) -------------------------------------------------------------
+def parse_spec(text: str) -> Spec:
+    return parse_ssh_url(text)
+
+
+def open_source(spec: Spec, opening: Opening) -> SshFollower:
+    return SshFollower(spec, note=opening.note)

@@ -16,8 +16,8 @@ from typing import Any
 
 from bootwatch.engines.rules import Rule, RuleBook
 from bootwatch.lines import Line
-from bootwatch.serving import ServingTracker
 from bootwatch.tracker import settling
+from bootwatch.tracker.after_ready import ServingFollower
 from bootwatch.tracker.context import LineContext
 from bootwatch.tracker.detection import detect_positions, prefix_engines
 from bootwatch.tracker.events import Event, FactEvent, PhaseEvent, ProgressSoFarEvent, WarningEvent
@@ -31,7 +31,12 @@ from bootwatch.tracker.verdict import Decision, LogSays, Verdict, log_decision
 
 class Tracker:
     def __init__(
-        self, book: RuleBook, engine: str | None = None, grace_s: float = 1.5, quiet_fail_s: float = 5.0
+        self,
+        book: RuleBook,
+        serving: ServingFollower,
+        engine: str | None = None,
+        grace_s: float = 1.5,
+        quiet_fail_s: float = 5.0,
     ) -> None:
         self.book = book
         self.forced = engine
@@ -45,7 +50,7 @@ class Tracker:
         self.exit_info: dict[str, Any] | None = None
         self.tail: tuple[int, str] | None = None  # the last non-blank line the reader saw (number, text)
         self.last_evidence_t: float | None = None  # the log's clock at the latest evidence of death
-        self.serving = ServingTracker()
+        self.serving = serving  # stats lines after ready (serving.ServingTracker; given, as serving sits above)
 
     # ---- input -------------------------------------------------------------------------------------
     @property

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bootwatch.durations import fmt_duration
-from bootwatch.insight.signals import CHECKED, Activity
 from bootwatch.tracker.events import (
     ActivityEvent,
     Event,
@@ -42,6 +41,7 @@ from bootwatch.tracker.verdict.signals import (
     VerifyResult,
 )
 from bootwatch.tracker.verdict.stall import ACTIVITY_AFTER_S, ACTIVITY_EVERY_S, ACTIVITY_FRESH_S, stall_state
+from bootwatch.vocab.activity import CHECKED, Activity
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,13 @@ class VerdictMachine:
     def _decide_ready(self, now: float, out: list[Event]) -> None:
         """After readiness: the verification's answer, then (following) a runtime death of a server we do not
         hold the process of."""
+        if self._candidate is not None and (self.log.failed or self.log.dying):
+            # The log failed the startup while the token was asked for: it was never ready. A death still
+            # printing its explanation is waited for, as before readiness.
+            if self.log.failed:
+                self._candidate, self.verify_pending = None, False
+                self._fail(self.log.failure, now, out)
+            return
         if self.verify_pending:
             return
         if self._candidate is not None and self.verify is not None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bootwatch.insight.signals import Activity
 from bootwatch.tracker.parts import Failure, Ready
+from bootwatch.vocab.activity import Activity
 
 
 @dataclass(frozen=True)

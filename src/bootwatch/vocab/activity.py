@@ -1,5 +1,5 @@
 """What moves in the server's process tree, as one typed sample: the verdict machine reads it (a stall is
-declared only when nothing moves) and the sinks show it. Pure data: sampling it is activity.py's job."""
+declared only when nothing moves) and the sinks show it. Pure data: sampling it is insight/activity.py's job."""
 
 from __future__ import annotations
 

@@ -1,0 +1,63 @@
+"""A local file (or FIFO) as a SOURCE: catch up on the current launch, then follow what is written."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bootwatch.pipeline import Analyzer, analyze_file, count_lines, launch_marker
+from bootwatch.sources.file import FileFollower, Kind, check_path, last_launch_offset
+from bootwatch.sources.interrupts import caught_while_busy
+from bootwatch.sources.registry import Opening
+from bootwatch.sources.spec import Spec, parse_unprefixed
+
+
+def catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
+    """Read what the file already holds (from `start`) up to its last complete line; returns where it ended.
+    Its events are not kept (a 1 GB history would hold a million); `Tracker.snapshot` says where it stands."""
+    if start:
+        # Line numbers count from the top of the file, skipped launches included (what `report` says too).
+        analyzer.next_no = count_lines(path, start) + 1
+    with path.open("rb") as f:
+        f.seek(start)
+        fed, _ = analyze_file(f, analyzer, str(path), complete_only=True, clock=time.time)
+    analyzer.mark_caught_up()
+    return start + fed
+
+
+def parse_spec(text: str) -> Spec:
+    return parse_unprefixed(text)
+
+
+def open_source(spec: Spec, opening: Opening) -> FileFollower:
+    path = Path(spec.path)
+    kind = check_path(path)  # a device or a /proc file is refused before anything is read
+    start = 0
+    if kind is Kind.FILE:  # a FIFO has no past to catch up on: it is read as it comes
+        analyzer, sink = opening.analyzer, opening.sink
+        begin = 0 if opening.from_start else last_launch_offset(path, launch_marker(list(opening.rules)))
+        with caught_while_busy():  # a stop signal ends the catch-up; the summary covers what was read
+            start = catch_up(path, analyzer, begin)
+        said = analyzer.tracker.verdict()
+        # A launch that already failed is over: wait for the next one (a supervisor's restart). One that is
+        # ready is the server as it stands: say so (a sidecar restarted after the server came up must not
+        # call a healthy server stalled).
+        opening.await_new = not opening.from_start and said == "failed"
+        if not opening.from_start and said == "ready":
+            opening.note(already_ready(spec.text, analyzer))
+        if opening.await_new:
+            opening.note(f"the last launch in {spec.text} already ended ({said}); waiting for a new launch")
+        else:
+            for ev in analyzer.tracker.snapshot():  # what the current launch went through before we looked
+                sink.event(ev, time.time())
+    return FileFollower(path, start=start, note=opening.note)
+
+
+def already_ready(source: str, analyzer: Analyzer) -> str:
+    """The note for a watch that arrives after the launch was ready: since when, by the log's own clock."""
+    launch = analyzer.tracker.launch
+    ready = launch.ready if launch is not None else None
+    t = analyzer.ready_log_t
+    when = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))} by the log's clock" if t else ""
+    line = f" (line {ready.line_no})" if ready is not None and ready.line_no else ""
+    return f"the last launch in {source} was already ready{when}{line}"
