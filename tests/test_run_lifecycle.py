@@ -32,7 +32,7 @@ def ours() -> list[psutil.Process]:
         if p.info.get("status") == psutil.STATUS_ZOMBIE or cmd[1:3] == ["-m", "bootwatch"]:
             continue
         text = " ".join(cmd)
-        if not any(k in text for k in ("fake_server.py", "bootwatch.guard", "bwtest-")):
+        if not any(k in text for k in ("fake_server.py", "bootwatch/guard.py", "bwtest-")):
             continue
         try:
             if p.environ().get("BOOTWATCH_TEST_SESSION") == SESSION_MARK:
@@ -226,7 +226,7 @@ def test_detach_and_keep_release_the_guard(tmp_path: Path) -> None:
         try:
             time.sleep(1.5)  # a guard that was not released would have stopped it by now
             assert alive(server[0]), f"{how}: the server was stopped after bootwatch left"
-            assert not [g for g in ours() if "bootwatch.guard" in " ".join(g.cmdline())], "the guard lingers"
+            assert not [g for g in ours() if "bootwatch/guard.py" in " ".join(g.cmdline())], "the guard lingers"
         finally:
             os.killpg(server[0], signal.SIGTERM)
             gone_within(server, 5.0)

@@ -16,7 +16,6 @@ moves" activity while its log is silent.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import io
 import math
@@ -38,6 +37,7 @@ from bootwatch.runner import RunConfig, ServerRun, WatchConfig
 from bootwatch.runner import watch as run_watch
 from bootwatch.sinks.protocol import Sink
 from bootwatch.sources.process import ServerProcess
+from bootwatch.sources.stopping import run_to_the_end
 from bootwatch.tracker import Event, LineEvent
 from bootwatch.tracker.verdict import Verdict
 
@@ -294,16 +294,9 @@ class _LoopThread:
         self.thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result()
-        except BaseException:
-            # Ctrl-C (or any exception in this thread) while waiting: cancel, and wait for the cleanup that
-            # stops the server; a second Ctrl-C leaves it to the guard.
-            fut.cancel()
-            with contextlib.suppress(BaseException):
-                concurrent.futures.wait([fut], timeout=30)
-            raise
+        # Ctrl-C while waiting cancels the coroutine, whose cleanup stops the server; a further Ctrl-C hurries
+        # that stop to its next step, and the wait lasts until the stop has ended (sources/stopping.py).
+        return run_to_the_end(self.loop, coro)
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -364,13 +357,18 @@ class Launch:
             outcome = await r.watch()
             summary = r.session.summary(outcome)
         except BaseException:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(self._stop())
+            with contextlib.suppress(asyncio.CancelledError):  # a repeat cancellation only hurried the stop
+                await self._stop()
             raise
         finally:
             await r.close_watch()
-        sink.close(summary, time.time())
-        r.record(summary)
+        try:
+            sink.close(summary, time.time())  # a user sink's close() may raise: no server left running behind
+            r.record(summary)
+        except BaseException:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stop()
+            raise
         report = Report(summary)
         if report.verdict is not Verdict.READY:
             await self._stop()
@@ -386,7 +384,7 @@ class Launch:
             await r.stop_server()
         finally:
             self._stopped = True
-            r.release()
+            r.release(always=False)  # a stop that did not end: the guard stops the group when we exit
 
     # ---- async with -------------------------------------------------------------------------------
     async def __aenter__(self) -> Server:

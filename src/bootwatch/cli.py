@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import signal
 import sys
 
 from rich.console import Console
@@ -207,8 +209,11 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_report(args: argparse.Namespace) -> int:
     from bootwatch.pipeline import analyze_path
     from bootwatch.sinks.summary_text import render
+    from bootwatch.sources.interrupts import catch_early, stop_requested
 
+    catch_early()  # a stop signal ends the reading; the summary of what was read is still printed
     summary = analyze_path(args.log, engine=args.engine, rules=args.rules, exhaustive=args.exhaustive)
+    stopped = stop_requested()
     if args.html:
         from bootwatch.sinks.html import report_timeline
 
@@ -227,6 +232,13 @@ def cmd_report(args: argparse.Namespace) -> int:
                 f"  ({summary['truncated_lines']} over-long line(s) were cut to their first and last 64 KiB)",
                 style="dim",
             )
+    if stopped is not None:
+        print(
+            f"bootwatch: stopped by {signal.Signals(stopped).name} after line {summary.get('lines', 0)};"
+            " the summary covers the log up to there",
+            file=sys.stderr,
+        )
+        return 128 + stopped
     return 0
 
 
@@ -273,7 +285,40 @@ def cmd_history(args: argparse.Namespace, argv: list[str] | None) -> int:
     return 0
 
 
+_MAX_ID = (1 << 63) - 1  # what SQLite's integers hold
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Values argparse takes but that mean nothing: refused, with what is wrong, before anything starts."""
+    for name in ("timeout", "stall"):
+        v = getattr(args, name, None)
+        if v is not None and not v > 0:
+            raise UsageError(f"--{name} {v:g}: must be more than 0 seconds")
+    port = getattr(args, "metrics_port", None)
+    if port is not None and not 0 <= port <= 65535:
+        raise UsageError(f"--metrics-port {port}: a port is a number from 0 to 65535")
+    pid = getattr(args, "pid", None)
+    if pid is not None and pid <= 0:
+        raise UsageError(f"--pid {pid}: a process id is a positive number")
+    speed = getattr(args, "speed", None)
+    if speed is not None and not (math.isfinite(speed) and speed >= 0):
+        raise UsageError(f"--speed {speed}: give 0 (at once) or a positive pace such as 1 or 10")
+    for name in ("log", "html", "state"):
+        if getattr(args, name, None) == "":
+            raise UsageError(f"{'--' + name if name != 'log' or args.command == 'run' else 'LOG'}: an empty file name")
+    state = getattr(args, "state", None)
+    if state and args.command != "probe" and os.path.isdir(state):
+        raise UsageError(f"--state {state}: is a directory; give the state file's path")
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit > _MAX_ID:
+        raise UsageError(f"--limit {limit}: too large")
+    for n in getattr(args, "compare", None) or ():
+        if not 0 < n <= _MAX_ID:
+            raise UsageError(f"--compare {n}: no such startup (the ids are in `bootwatch history`)")
+
+
 def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
+    _check_args(args)
     if args.command == "report":
         return cmd_report(args)
     if args.command == "probe":
@@ -297,18 +342,25 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
     return 2
 
 
+def _said(e: BaseException) -> str:
+    """An error message as printed: it may quote a URL or an argument, so secrets are masked there too."""
+    from bootwatch.text import shown
+
+    return shown(e)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
     except UsageError as e:  # a bad DUR
-        print(f"bootwatch: {e}", file=sys.stderr)
+        print(f"bootwatch: {_said(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C while the arguments are parsed: nothing started yet
         return 130
     try:
         return _dispatch(args, argv)
     except UsageError as e:
-        print(f"bootwatch: {e}", file=sys.stderr)
+        print(f"bootwatch: {_said(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

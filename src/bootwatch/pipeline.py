@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,10 @@ from bootwatch.errors import UsageError
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
 from bootwatch.serving import ServingTracker
-from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
 from bootwatch.sources.file import check_path, launch_starts
+from bootwatch.sources.interrupts import stop_requested
 from bootwatch.tracker import Event, Tracker
 from bootwatch.tracker.summary import LiveFacts, Summary
 from bootwatch.tracker.verdict import Decision
@@ -99,6 +101,11 @@ class Analyzer:
         self.clock = clock  # "log": times from the log's prefixes; "arrival": the time passed to feed
         self.lines_seen = 0
         self.bytes_seen = 0
+        # On the arrival clock, the log's own: its latest timestamp, and the one at the ready line (or the
+        # last one before it). A watch that arrives after readiness says since when from these.
+        self.log_t: float | None = None
+        self.ready_log_t: float | None = None
+        self._ready: object = None  # the launch's ready record ready_log_t belongs to
 
     def feed(self, data: bytes, now: float | None = None) -> list[Event]:
         """`data` holds complete lines (each ends with \\n)."""
@@ -146,8 +153,13 @@ class Analyzer:
         for line in self.normalizer.lines(no, text):
             line.log_t = line.t
             if self.clock == "arrival":
+                if line.t is not None:
+                    self.log_t = line.t
                 line.t = now
             out += self.tracker.feed(line)
+            launch = self.tracker.launch
+            if launch is not None and launch.ready is not None and launch.ready is not self._ready:
+                self._ready, self.ready_log_t = launch.ready, self.log_t
         return out
 
     def _note_tail(self, data: bytes, next_no: int) -> None:
@@ -189,6 +201,9 @@ class Analyzer:
         return self.tracker.summary(decision, live, lines=self.lines_seen)
 
 
+CATCH_UP_PIECE = 64 << 10  # a stop signal is looked at this often while a file is read to its end
+
+
 def analyze_file(
     f,
     analyzer: Analyzer,
@@ -206,6 +221,8 @@ def analyze_file(
     first = True
     reader = Utf8Reader(f)
     while True:
+        if stop_requested() is not None:  # Ctrl-C or SIGTERM while catching up: the summary covers what was read
+            return fed, chunker.truncated_lines
         block = reader.read(READ_SIZE)
         if not block:
             break
@@ -213,9 +230,11 @@ def analyze_file(
             first = False
             if looks_binary(block):
                 raise UsageError(f"{name}: this looks like binary data, not a server log")
-        data = chunker.push(block)
-        fed += len(data)
-        analyzer.feed(data, clock() if clock else None)
+        for piece in pieces(chunker.push(block), CATCH_UP_PIECE):
+            if stop_requested() is not None:
+                return fed, chunker.truncated_lines
+            fed += len(piece)
+            analyzer.feed(piece, clock() if clock else None)
     if not complete_only:
         tail = chunker.flush()
         fed += len(tail)
@@ -263,7 +282,7 @@ def analyze_path(
     analyzer = Analyzer(engine=engine, rules=rules, year=year_of(path))
     with open_log(path) as f:
         start = 0
-        if not exhaustive:
+        if not exhaustive and stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO is read once, from its start
             try:
                 starts = launch_starts(path, launch_marker(rules), keep=MARKERS_BACK)
             except OSError:

@@ -16,6 +16,7 @@ It imports almost nothing: a probe runs every few seconds on a busy node (bench/
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -47,7 +48,7 @@ class Answer:
 
 def _pid_alive(pid: int | None) -> bool | None:
     """None when it cannot be told (no pid, or another pid namespace: a sidecar)."""
-    if not pid:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:  # -1 would ask about every process
         return None
     try:
         os.kill(pid, 0)
@@ -129,7 +130,9 @@ def probe(state: Path | None, log: Path | None, stall_s: float | None, now: floa
         except (OSError, ValueError, TypeError) as e:
             raise UsageError(f"{state}: cannot read the state file: {e}") from None
         if st is not None:
-            stale = not st.extra.get("final") and now - st.heartbeat > STALE_AFTER_S
+            age = now - st.heartbeat if isinstance(st.heartbeat, int | float) else math.nan
+            # A heartbeat that is NaN or far in the future (a clock step) proves nothing: stale, like an old one.
+            stale = not st.extra.get("final") and not (-STALE_AFTER_S <= age <= STALE_AFTER_S)
             if not stale:
                 return from_state(st, stall_s, now)
             if log is None:

@@ -49,9 +49,12 @@ class ProbeState:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        from bootwatch.text.redact import redact_obj
+
         d = asdict(self)
         d.update(d.pop("extra"))
-        return d
+        out: dict[str, Any] = redact_obj(d)  # the file is read by probes and people: no secret in any field
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProbeState:
@@ -73,8 +76,17 @@ def write_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def read(path: Path) -> ProbeState:
+    """The state in the file; FileNotFoundError for an empty one too (a watcher that has not written yet: the
+    write is atomic, but a file created by hand or by a volume mount starts empty); ValueError when it is not
+    a state (JSON that is no object)."""
     with path.open() as f:
-        return ProbeState.from_json(json.load(f))
+        text = f.read()
+    if not text.strip():
+        raise FileNotFoundError(f"{path}: empty")
+    d = json.loads(text)
+    if not isinstance(d, dict):
+        raise ValueError(f"not a bootwatch state (a JSON {type(d).__name__})")
+    return ProbeState.from_json(d)
 
 
 class StateSink:

@@ -31,7 +31,7 @@ from bootwatch.sources.interrupts import Interrupts
 from bootwatch.sources.process import ServerLog, ServerProcess
 from bootwatch.sources.protocol import Source
 from bootwatch.sources.registry import Opening, open_source
-from bootwatch.sources.replay import replay_chunks
+from bootwatch.sources.replay import is_fifo, replay_chunks
 from bootwatch.sources.spec import Spec, parse_source
 from bootwatch.then import ThenResult, run_then, then_note
 
@@ -198,9 +198,10 @@ def _no_record(_: dict[str, Any]) -> None:
 
 # ---- replay ---------------------------------------------------------------------------------------------
 async def replay(cfg: ReplayConfig, sink_for: SinkFor, stop: Interrupts | None = None) -> Result:
-    with open_log(cfg.log) as f:
-        if looks_binary(f.read(65536)):
-            raise UsageError(f"{cfg.log}: this looks like binary data, not a server log")
+    if not is_fifo(cfg.log):  # a FIFO is opened once, by the replay (a second open waits for a second writer)
+        with open_log(cfg.log) as f:
+            if looks_binary(f.read(65536)):
+                raise UsageError(f"{cfg.log}: this looks like binary data, not a server log")
     year = year_of(cfg.log)
     analyzer = Analyzer(engine=cfg.engine, rules=list(cfg.rules), year=year)
     sink = sink_for([(cfg.log, analyzer)], cfg.log)
@@ -383,7 +384,10 @@ class ServerRun:
     async def watch(self) -> str:
         """Until the machine decides (past ready when following): the outcome, or "interrupted"."""
         session, chunks = self.prepare()
-        return await until_stopped(session.run(chunks), self.stop)
+        outcome = await until_stopped(session.run(chunks), self.stop)
+        if outcome == INTERRUPTED:
+            self.server.begin_stop()  # the server hears the Ctrl-C now; the summary is written during its grace
+        return outcome
 
     def prepare(self) -> tuple[Session, AsyncIterator[bytes]]:
         """The session over the server's log, and the chunks it is to read (watch() runs it to its end)."""

@@ -108,9 +108,7 @@ class HttpProbe:
                 except httpx.ConnectError:
                     await asyncio.sleep(0.05)
             if r.status_code == 200:
-                data = r.json().get("data") or []
-                if data:
-                    model = data[0].get("id", model)
+                model = model_of(r.json(), model)
             body = {"model": model, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
             r = await self.client.post(self.base + "/v1/completions", json=body, timeout=120)
             took = time.monotonic() - start
@@ -122,3 +120,16 @@ class HttpProbe:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def model_of(answer: object, default: str) -> str:
+    """The first model's id from a /v1/models answer, whatever its shape (a server may answer a list of
+    names, a bare list, or a string): the default model name when it does not say."""
+    data = answer.get("data") if isinstance(answer, dict) else answer
+    if isinstance(data, list) and data:
+        first = data[0]
+        if isinstance(first, dict) and isinstance(first.get("id"), str):
+            return first["id"]
+        if isinstance(first, str):
+            return first
+    return default

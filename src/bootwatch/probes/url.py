@@ -13,8 +13,13 @@ _HOST_FLAGS = ("--host", "--hostname")
 
 def check_url(url: str, what: str = "--url") -> str:
     """The URL, if bootwatch can probe it; else a UsageError that says what is wrong."""
-    parts = urlsplit(url)
     example = "(for example http://127.0.0.1:8000/health)"
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:  # "Invalid IPv6 URL": an unclosed bracket
+        raise UsageError(f"{what} {shown(url)}: not a URL ({e}) {example}") from None
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise UsageError(f"{what} {shown(url)}: a URL has no control characters")
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"{what} {shown(url)}: needs http:// or https:// and a host {example}")
     try:

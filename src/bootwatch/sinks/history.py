@@ -25,15 +25,20 @@ if TYPE_CHECKING:
 _VERDICT_STYLE = {"ready": "green", "failed": "red", "stalled": "yellow", "timeout": "red", "incomplete": "yellow"}
 
 
+RECORD_BUSY_MS = 2000  # the verdict is out: a store locked longer than this is skipped, with a note
+
+
 def record(summary: dict[str, Any], source: str, command: str) -> None:
     """Add one startup to the store. The watch is over and its exit code decided: whatever goes wrong here
     (a read-only home, a full disk, a store from a newer bootwatch, a summary this code did not foresee) is a
     one-line note on stderr, never a failure of the watch."""
     try:
         from bootwatch.store import startup_from_summary, with_store
+        from bootwatch.store.db import busy_timeout
 
         startup = startup_from_summary(summary, source, command, time.time(), launch_key(summary, source))
-        with_store(lambda s: s.add(startup))
+        with busy_timeout(RECORD_BUSY_MS):
+            with_store(lambda s: s.add(startup))
     except Exception as e:  # noqa: BLE001 - see the docstring: history never fails a watch
         print(f"bootwatch: note: this startup was not added to the history ({_reason(e)})", file=sys.stderr)
 

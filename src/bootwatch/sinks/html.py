@@ -44,7 +44,12 @@ CAUSE_CAP = 120  # what fits under the chart; the table below has all of it
 
 
 def _e(value: object) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Any text on the page: secrets masked, control and bidi characters shown as escapes (a U+202E must not
+    reorder what a reader sees), then HTML-escaped. Line breaks stay line breaks."""
+    from bootwatch.text import shown
+
+    text = "" if value is None else str(value)
+    return html.escape("\n".join(shown(part) for part in text.split("\n")), quote=True)
 
 
 def _color(name: str) -> str:

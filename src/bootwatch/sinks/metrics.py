@@ -29,6 +29,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, start_http_server
 
 from bootwatch.errors import UsageError
+from bootwatch.text import shown
 from bootwatch.tracker.events import (
     ActivityEvent,
     EtaEvent,
@@ -98,8 +99,11 @@ class MetricsSink:
     def _set_info(self, **values: Any) -> None:
         changed = False
         for k, v in values.items():
-            if v is not None and self._info.get(k) != str(v):
-                self._info[k] = str(v)[:200]
+            if v is None:
+                continue
+            shown_v = shown(str(v))[:200]  # a label is served over HTTP: no URL credentials, no controls
+            if self._info.get(k) != shown_v:
+                self._info[k] = shown_v
                 changed = True
         if changed:
             self.info.info(dict(self._info))

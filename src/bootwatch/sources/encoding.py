@@ -37,7 +37,10 @@ class Utf8Reader:
         self.encoding = "utf-8"
 
     def read(self, n: int) -> bytes:
-        block = self._f.read(n)
+        return self.convert(self._f.read(n))
+
+    def convert(self, block: bytes) -> bytes:
+        """The next raw block (b"" at the end) as UTF-8."""
         if self._first:
             self._first = False
             found = sniff(block)

@@ -15,8 +15,9 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.container_state import Death
+from bootwatch.sources.interrupts import turn
 from bootwatch.waiting import wait_event
 
 POLL_S = 1.0  # the fstat poll when no inotify event arrives
@@ -87,9 +88,9 @@ class FdFollower:
                         break
                     got = True
                     self.offset += len(block)
-                    out = chunker.push(block)
-                    if out:
-                        yield out
+                    for piece in pieces(chunker.push(block)):
+                        yield piece
+                        await turn()  # a stop signal acts between pieces, however fast the log grows
                 if os.fstat(self.fd).st_size < self.offset:
                     # Truncated in place (copytruncate): the server's appends start again at 0.
                     chunker = LineChunker()

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bootwatch.errors import UsageError
-from bootwatch.sources.chunks import READ_SIZE, LineChunker
+from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.container_state import Death
+from bootwatch.sources.interrupts import turn
 from bootwatch.waiting import wait_event
 
 POLL_S = 1.0  # fallback stat poll when no file event arrives
@@ -301,9 +302,9 @@ class FileFollower:
                 if self.kind is Kind.STREAM:
                     block = await self._read_stream()
                     if block:
-                        out = chunker.push(block)
-                        if out:
-                            yield out
+                        for piece in pieces(chunker.push(block)):
+                            yield piece
+                            await turn()
                         continue
                     # The writer closed the FIFO: its last line is complete. Open it again for the next writer
                     # (a FIFO whose writer is gone reads as closed forever).
@@ -328,9 +329,9 @@ class FileFollower:
                     if not block:
                         break
                     got = True
-                    out = chunker.push(block)
-                    if out:
-                        yield out
+                    for piece in pieces(chunker.push(block)):
+                        yield piece
+                        await turn()  # a stop signal acts between pieces, however fast the log grows
                 if self._replaced():
                     # Rotated or replaced: the old file has been read to its end; its last line is complete.
                     tail = chunker.flush()

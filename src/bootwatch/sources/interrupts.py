@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Iterator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -58,6 +58,46 @@ def catch_early() -> None:
     for sig in STOP_SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # not the main thread: signals stay as they were
             signal.signal(sig, lambda signum, _frame: _early.append(signum))
+
+
+def stop_requested() -> int | None:
+    """The first stop signal caught so far, or None: for work that runs without yielding to the loop (a
+    catch-up on a long file, `report`), which checks it between blocks and stops there."""
+    if _early:
+        return _early[0]
+    for found in _installed.values():
+        if found.signum is not None:
+            return found.signum
+    return None
+
+
+async def turn() -> None:
+    """A reader's pause between two pieces: the loop runs its callbacks (a stop signal's handler among them).
+    Once a stop is pending the reader waits instead of taking the CPU from the stop (it is cancelled soon)."""
+    await asyncio.sleep(0 if stop_requested() is None else 0.05)
+
+
+@contextlib.contextmanager
+def caught_while_busy() -> Iterator[None]:
+    """Around work that runs without yielding to the loop (a catch-up): the loop's handlers only act when
+    the loop runs, so a stop signal is kept where `stop_requested` sees it at once, then handed to the
+    running loop's Interrupts."""
+    previous: dict[int, Any] = {}
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to do
+            previous[sig] = signal.signal(sig, lambda signum, _frame: _early.append(signum))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, handler)
+        with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
+            found = _installed.get(id(loop))
+            if found is not None and found.loop is loop:
+                while _early:
+                    found.request(_early.pop(0))
 
 
 def interrupts() -> Interrupts:

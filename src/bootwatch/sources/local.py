@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bootwatch.pipeline import Analyzer, analyze_file, count_lines, launch_marker
 from bootwatch.sources.file import FileFollower, Kind, check_path, last_launch_offset
+from bootwatch.sources.interrupts import caught_while_busy
 from bootwatch.sources.registry import Opening
 from bootwatch.sources.spec import Spec, parse_unprefixed
 
@@ -35,12 +36,28 @@ def open_source(spec: Spec, opening: Opening) -> FileFollower:
     if kind is Kind.FILE:  # a FIFO has no past to catch up on: it is read as it comes
         analyzer, sink = opening.analyzer, opening.sink
         begin = 0 if opening.from_start else last_launch_offset(path, launch_marker(list(opening.rules)))
-        start = catch_up(path, analyzer, begin)
+        with caught_while_busy():  # a stop signal ends the catch-up; the summary covers what was read
+            start = catch_up(path, analyzer, begin)
         said = analyzer.tracker.verdict()
-        opening.await_new = not opening.from_start and said in ("ready", "failed")
+        # A launch that already failed is over: wait for the next one (a supervisor's restart). One that is
+        # ready is the server as it stands: say so (a sidecar restarted after the server came up must not
+        # call a healthy server stalled).
+        opening.await_new = not opening.from_start and said == "failed"
+        if not opening.from_start and said == "ready":
+            opening.note(already_ready(spec.text, analyzer))
         if opening.await_new:
             opening.note(f"the last launch in {spec.text} already ended ({said}); waiting for a new launch")
         else:
             for ev in analyzer.tracker.snapshot():  # what the current launch went through before we looked
                 sink.event(ev, time.time())
     return FileFollower(path, start=start, note=opening.note)
+
+
+def already_ready(source: str, analyzer: Analyzer) -> str:
+    """The note for a watch that arrives after the launch was ready: since when, by the log's own clock."""
+    launch = analyzer.tracker.launch
+    ready = launch.ready if launch is not None else None
+    t = analyzer.ready_log_t
+    when = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))} by the log's clock" if t else ""
+    line = f" (line {ready.line_no})" if ready is not None and ready.line_no else ""
+    return f"the last launch in {source} was already ready{when}{line}"

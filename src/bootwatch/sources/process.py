@@ -200,24 +200,40 @@ class Group:
         reaped: Callable[[], bool],
         hurry: Hurry | None = None,
         steps: tuple[tuple[Signals, float], ...] = STOP_STEPS,
+        begun_at: float | None = None,
     ) -> None:
         """Each step's signal, then its grace, until the leader is reaped and nothing of the group is left.
-        A further stop request (`hurry`) skips to the next step at once."""
+        A further stop request (`hurry`) skips to the next step at once.
+
+        A cancellation of the task doing the stop is such a request too, never the end of the stop: in the
+        Python API a second Ctrl-C or `task.cancel()` (or asyncio.run cancelling every task on its way out)
+        lands here, and a stop abandoned half-way would leave the server's children running. The stop runs
+        to its end (at most the sum of the graces), then the cancellation is raised."""
         loop = asyncio.get_running_loop()
 
         def gone() -> bool:
             return reaped() and not self.alive() and not self.outside()
 
+        cancelled = False
         i = max(0, hurry.count - 1) if hurry is not None else 0  # signals that came before we began
         i = min(i, len(steps) - 1)
         while i < len(steps) and not gone():
             sig, grace = steps[i]
-            self.signal(sig)
-            deadline = loop.time() + grace
+            if i == 0 and begun_at is not None:  # sent already (begin_stop): its grace counts from then
+                deadline = begun_at + grace
+            else:
+                self.signal(sig)
+                deadline = loop.time() + grace
             nudge = hurry.next_request() if hurry is not None else asyncio.Event()
             while loop.time() < deadline and not gone() and not nudge.is_set():
-                await asyncio.sleep(0.05)
+                try:
+                    await asyncio.sleep(0.05)
+                except asyncio.CancelledError:
+                    cancelled = True
+                    break  # the next, harsher step now
             i += 1
+        if cancelled:
+            raise asyncio.CancelledError
 
 
 # ---- the server -----------------------------------------------------------------------------------
@@ -234,6 +250,7 @@ class ServerProcess:
         self.start_offset = log.start_offset
         self.returncode: int | None = None
         self.group: Group | None = None
+        self._stop_begun: float | None = None  # loop time of begin_stop's signal
 
     def start(self) -> None:
         env = dict(os.environ if self.env is None else self.env)
@@ -293,6 +310,15 @@ class ServerProcess:
     def group_alive(self) -> bool:
         return self.group is not None and self.group.alive()
 
+    def begin_stop(self) -> None:
+        """The stop's first signal now, before the summary is written: a Ctrl-C reaches the server at once.
+        `stop()` goes on from there (the first step's grace counts from now, its signal is not sent twice)."""
+        if self.proc is None or self.group is None or self._stop_begun is not None:
+            return
+        self.tree()
+        self.group.signal(STOP_STEPS[0][0])
+        self._stop_begun = asyncio.get_running_loop().time()
+
     async def stop(
         self, hurry: Hurry | None = None, steps: tuple[tuple[Signals, float], ...] = STOP_STEPS
     ) -> int | None:
@@ -300,7 +326,8 @@ class ServerProcess:
         if self.proc is None or self.group is None:
             return None
         self.tree()
-        await self.group.stop(lambda: self.poll() is not None, hurry, steps)
+        begun = self._stop_begun if steps is STOP_STEPS else None
+        await self.group.stop(lambda: self.poll() is not None, hurry, steps, begun)
         return self.poll()
 
 

@@ -49,6 +49,13 @@ def parse_source(text: str) -> Spec:
 
 def parse_ssh_url(text: str) -> Spec:
     m = _SSH_URL.match(text)
+    if m and ":" in (m.group("user") or ""):
+        # ssh takes no password on its command line: it would end up in the user name, shown by `ps`.
+        who = m.group("user").split(":", 1)[0]
+        raise UsageError(
+            f"ssh source ssh://{who}:***@...: a password in an ssh URL is not accepted (every user can read it"
+            " in `ps`); use a key or ssh-agent, and ssh://USER@HOST/PATH"
+        )
     if not m:
         raise UsageError(f"bad ssh source {text!r}: expected ssh://[user@]host[:port]/absolute/path")
     return Spec(

@@ -8,12 +8,14 @@ cannot be written (read-only, disk full) raises, and the caller decides how loud
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -47,6 +49,19 @@ from bootwatch.store.tx import write_transaction
 
 KEEP = 5000  # startups kept; older ones are pruned as new ones arrive
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another's transaction (each takes milliseconds)
+# How long the current call waits instead (`busy_timeout`): recording a startup whose verdict is already out
+# must not hold the exit for 30 s behind a store that another program keeps locked.
+_BUSY_MS: ContextVar[int] = ContextVar("bootwatch_store_busy_ms", default=BUSY_TIMEOUT_MS)
+
+
+@contextlib.contextmanager
+def busy_timeout(ms: int) -> Iterator[None]:
+    token = _BUSY_MS.set(ms)
+    try:
+        yield
+    finally:
+        _BUSY_MS.reset(token)
+
 
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes; extended ones add high bits)
 
@@ -104,10 +119,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     # mode=rw: SQLite must never create the file itself (it would make it 0644); private_file made it 0600.
     # Autocommit mode: transactions are begun explicitly (BEGIN IMMEDIATE), never implicitly by the module.
     db = sqlite3.connect(
-        f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+        f"file:{quote(str(path))}?mode=rw", uri=True, timeout=_BUSY_MS.get() / 1000, isolation_level=None
     )
     try:
-        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute(f"PRAGMA busy_timeout = {_BUSY_MS.get()}")
         _wal(db)
         db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL mode; a power cut may lose the last startup only
         rows = db.execute("PRAGMA quick_check").fetchall()
@@ -122,7 +137,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _wal(db: sqlite3.Connection) -> None:
     """Switch to WAL. Several processes opening a new file at once race to set it; the loser may be told
     "locked" without the busy handler being asked, so it asks again."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + _BUSY_MS.get() / 1000
     while True:
         try:
             db.execute("PRAGMA journal_mode = WAL").fetchone()
@@ -439,6 +454,7 @@ def with_store(
 
 __all__ = [
     "KEEP",
+    "busy_timeout",
     "CorruptStore",
     "Match",
     "Similar",

@@ -28,14 +28,29 @@ _NAME = (
 # several keys (vLLM's --api-key K1 K2, lmdeploy's --api-keys): every word up to the next flag.
 _VALUE = r"(?:\"[^\"]{0,1024}\"|'[^']{0,1024}'|[^\s\"']+)"  # bounded: a stray quote must not cost O(n²)
 _FLAG = re.compile(
-    r"(?<![\w-])(--?(?:[A-Za-z0-9]+-)*?(?:(api-?keys?|keys)|key|token|password|passwd|secret|credential)(?:=|\s+))"
+    r"(?<![\w-])(--?(?:[A-Za-z0-9]+[-_])*?(?:(api[-_]?keys?|keys)|key|token|password|passwd|secret|credential)"
+    r"(?:=|\s+))"
     r"(?!--?[A-Za-z])(" + _VALUE + r"(?:\s+(?!-)" + _VALUE + r")*)"
 )
 
 # api_key='x', "api_key": "x", HF_TOKEN=x, password: x (an args dump, an env assignment, a config line)
 _ASSIGN = re.compile(
     r"(?<![\w.-])(['\"]?" + _NAME + r"['\"]?\s*(?:=|:\s*)\s*)"
-    r"(\"[^\"]{0,1024}\"|'[^']{0,1024}'|\[[^\]]{0,1024}\]|[^\s,;&)}\]\"']+)",
+    r"(Some\(\"[^\"]{0,1024}\"\)|\"[^\"]{0,1024}\"|'[^']{0,1024}'|\[[^\]]{0,1024}\]|[^\s,;&)}\]\"']+)",
+    re.IGNORECASE,
+)
+# password X, HF_TOKEN X, api key 'X': a name, a space, then a word that looks like a key (six or more
+# characters with a letter and a digit, no space) so that prose ("the password for", "pad token '</s>'") stays.
+_KEYLIKE = r"(?=[^\s'\"*]*[A-Za-z])(?=[^\s'\"*]*\d)[^\s'\"*,;]{6,1024}"
+_SPACED = re.compile(
+    r"(?<![\w.-])(" + _NAME.replace("api[_-]?key", "api[ _-]?key") + r"\s+)"
+    r"('" + _KEYLIKE + r"'|\"" + _KEYLIKE + r"\"|" + _KEYLIKE + r"(?![^\s,;'\"]))",
+    re.IGNORECASE,
+)
+# ?key=X, &sig=X, X-Amz-Signature=X: URL query parameters that carry keys or signatures
+_QUERY = re.compile(
+    r"([?&](?:key|sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature|x-goog-credential|auth)=)"
+    r"([^&\s#'\"]+)",
     re.IGNORECASE,
 )
 _NOT_SECRET = {"none", "null", "nil", "false", "true", "", "''", '""', "*", MASK, f"'{MASK}'", f'"{MASK}"'}
@@ -46,10 +61,16 @@ _AUTH_HEADER = re.compile(
     r"([^\s'\",}]+)",
     re.IGNORECASE,
 )
-_BEARER = re.compile(r"(?<![\w-])(bearer)\s+([A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
+_BEARER = re.compile(r"(?<![\w-])(bearer:?)\s+([A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
 
-# scheme://user:password@host
-_URL_CREDS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{0,30}://)([^/\s:@'\"]*):([^/\s@'\"]+)@")
+# scheme://user:password@host. The password may hold `@` or `/` (unencoded, as people type them): it runs to
+# the last `@` that a host name follows.
+_URL_CREDS = re.compile(
+    r"(\b[A-Za-z][A-Za-z0-9+.-]{0,30}:/{1,2})([^/\s:@'\"]*):([^\s'\"]{1,1024})@"
+    r"(?=[A-Za-z0-9.\-\[\]:]+(?:[/\s'\"?#]|$))"
+)
+# scheme://TOKEN@host: a user name that is a key (20+ letters and digits, with a digit), as in a git clone URL
+_URL_TOKEN_USER = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{0,30}:/{1,2})(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}@")
 
 # Tokens recognisable by their shape wherever they appear.
 _SHAPED: tuple[re.Pattern[str], ...] = (
@@ -63,10 +84,16 @@ _SHAPED: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?<![A-Za-z0-9])(AKIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
     re.compile(r"(?<![A-Za-z0-9])(AIza)[0-9A-Za-z_-]{35}"),
     re.compile(r"(?<![A-Za-z0-9])(nvapi-)[A-Za-z0-9_-]{16,}"),
+    re.compile(r"(?<![A-Za-z0-9])(glpat-)[A-Za-z0-9_-]{16,}"),  # GitLab
+    re.compile(r"(?<![A-Za-z0-9])([sr]k_(?:live|test)_)[A-Za-z0-9]{10,}"),  # Stripe
+    re.compile(r"(?<![A-Za-z0-9])(r8_)[A-Za-z0-9]{30,}"),  # Replicate
+    re.compile(r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{5,}\.)eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),  # a JWT
 )
 
 
 def _mask_value(value: str) -> str:
+    if value.startswith("Some(") and value.endswith(")"):  # Rust's Debug of an Option (TGI's args dump)
+        return f"Some({_mask_value(value[5:-1])})"
     if value[:1] == "[" and value[-1:] == "]":
         return f"[{MASK}]" if value.strip("[] ") else value
     if value[:1] in "'\"" and value[-1:] == value[:1] and len(value) >= 2:
@@ -85,7 +112,8 @@ def _flag(m: re.Match[str]) -> str:
 
 def _assign(m: re.Match[str]) -> str:
     value = m.group(2)
-    if value.lower() in _NOT_SECRET or value.strip("'\"").lower() in _NOT_SECRET:
+    bare = value[5:-1] if value.startswith("Some(") else value
+    if value.lower() in _NOT_SECRET or bare.strip("'\"").lower() in _NOT_SECRET:
         return m.group(0)
     return m.group(1) + _mask_value(value)
 
@@ -102,10 +130,13 @@ def redact(s: str) -> str:
     for pattern in _SHAPED:
         s = pattern.sub(lambda m: m.group(1) + MASK, s)
     s = _URL_CREDS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", s)
+    s = _URL_TOKEN_USER.sub(lambda m: f"{m.group(1)}{MASK}@", s)
+    s = _QUERY.sub(lambda m: m.group(1) + MASK, s)
     s = _AUTH_HEADER.sub(_auth, s)
     s = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", s)
     s = _FLAG.sub(_flag, s)
     s = _ASSIGN.sub(_assign, s)
+    s = _SPACED.sub(lambda m: m.group(1) + _mask_value(m.group(2)), s)
     return s
 
 

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from bootwatch.tracker.tracker import Tracker
 
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
+# Candidates kept once the server is ready. A server that logs a traceback per bad request makes one each:
+# kept all, they grew memory by ~6 MB per MB of log (and every look over them slowed). What explains a later
+# death is among the latest; the oldest ordinary ones go first, deaths and fatal lines stay.
+RUNTIME_KEEP = 64
 
 
 # ---- steps -----------------------------------------------------------------------------------------
@@ -148,6 +152,20 @@ def add_candidate(tracker: Tracker, launch: Launch, c: Candidate) -> None:
     if c.category is None:
         c.category = category(launch, c.text)
     launch.candidates.append(c)
+    if c.runtime:
+        _bound_runtime(launch)
+
+
+def _bound_runtime(launch: Launch) -> None:
+    runtime = [i for i, x in enumerate(launch.candidates) if x.runtime]
+    if len(runtime) <= RUNTIME_KEEP:
+        return
+    for i in runtime:
+        x = launch.candidates[i]
+        if x.kind not in ("fatal", "death") and not x.wrapper:
+            del launch.candidates[i]
+            return
+    del launch.candidates[runtime[0]]
 
 
 def category(launch: Launch, text: str) -> str | None:
