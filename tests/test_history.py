@@ -501,20 +501,25 @@ def test_similar_finds_the_closest_kind_of_past_startup(tmp_path: Path) -> None:
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "vllm-cpu-ready.log"
 
 
+def watch_from_start(log: Path, home: Path) -> dict[str, Any]:
+    """`watch --from-start LOG --json`'s summary, with its own history in `home`."""
+    p = subprocess.run(
+        [*BOOTWATCH, "watch", "--from-start", str(log), "--json", "--timeout", "30s"],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
 def test_catch_up_reads_keep_the_logs_time_and_one_row_per_launch(tmp_path: Path) -> None:
     """Three `watch --from-start` reads of a finished log: one startup in the history, timed by the log's own
     clock (31 s to ready, as `report` says), and a probe suggestion that leaves it at least that long."""
     home = tmp_path / "home"
     for _ in range(3):
-        p = subprocess.run(
-            [*BOOTWATCH, "watch", "--from-start", str(EXAMPLE), "--json", "--timeout", "30s"],
-            env=env_for(home),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert p.returncode == 0, p.stderr
-        summary = json.loads(p.stdout.splitlines()[-1])
+        summary = watch_from_start(EXAMPLE, home)
         assert summary["caught_up"] is True
         assert {ph["name"]: ph["duration_s"] for ph in summary["phases"]}["config"] == 29.0
     (row,) = history_json(home)
@@ -537,15 +542,7 @@ def test_a_catch_up_read_without_timestamps_has_no_durations(tmp_path: Path) -> 
         "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n"
     )
     home = tmp_path / "home"
-    p = subprocess.run(
-        [*BOOTWATCH, "watch", "--from-start", str(log), "--json", "--timeout", "30s"],
-        env=env_for(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 0, p.stderr
-    summary = json.loads(p.stdout.splitlines()[-1])
+    summary = watch_from_start(log, home)
     assert summary["verdict"] == "ready" and summary["caught_up"] is True
     assert [ph["duration_s"] for ph in summary["phases"]] == [None] * len(summary["phases"])
     (row,) = history_json(home)
