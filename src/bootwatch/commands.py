@@ -77,6 +77,7 @@ async def watch(args: argparse.Namespace) -> int:
         from_start=args.from_start,
         each=args.each,
         follow=bool(args.follow),
+        attach_ready=bool(args.follow) or bool(getattr(args, "state", None)),
         pid=args.pid,
         then=args.then,
         then_to_stderr=args.json,

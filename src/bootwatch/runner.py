@@ -56,6 +56,9 @@ class WatchConfig:
     from_start: bool = False
     each: bool = False
     follow: bool = False  # keep following after ready
+    # A file whose last launch is already ready: the server as it stands (said READY at once) for a watch that
+    # follows it or keeps a probe's state file; else a launch already over, and only a new one is judged.
+    attach_ready: bool = False
     pid: int | None = None  # the server's process, for activity while the log is silent
     then: str | None = None
     then_to_stderr: bool = False  # the output is JSON lines: CMD's output goes to stderr, no note
@@ -251,7 +254,7 @@ def _node_options(cfg: WatchConfig, first: bool, await_new: bool) -> Options:
 
 
 def _open_node(cfg: WatchConfig, spec: Spec, name: str, analyzer: Analyzer, sink: Sink, first: bool) -> _Watched:
-    opening = Opening(analyzer, sink, from_start=cfg.from_start, rules=cfg.rules)
+    opening = Opening(analyzer, sink, from_start=cfg.from_start, rules=cfg.rules, attach_ready=cfg.attach_ready)
     source = open_source(spec, opening)
     probed = cfg.url is not None and first and not cfg.each
     insight = watch_insight(analyzer, cfg.pid) if cfg.one else None

@@ -273,7 +273,7 @@ async def watch(args: Any) -> int:
     if spec.kind == "file":
         opened = open_file(Path(spec.path), analyzer, args, prev, note)
     else:
-        opening = Opening(analyzer, sink, from_start=args.from_start, rules=tuple(args.rules))
+        opening = Opening(analyzer, sink, from_start=args.from_start, rules=tuple(args.rules), attach_ready=True)
         opened = Opened(open_source(spec, opening), None, prev is not None)
     if opened.note:
         recorder.note(now0, opened.note)

@@ -55,9 +55,10 @@ def launch_key(summary: dict[str, Any], source: str) -> str | None:
         return None
     where: str | None = None
     try:
-        with open(source, "rb") as f:
-            st = os.fstat(f.fileno())
-            if stat.S_ISREG(st.st_mode):
+        # Only a regular file is opened: opening a FIFO would wait for a writer that may never come.
+        if stat.S_ISREG(os.stat(source).st_mode):
+            with open(source, "rb") as f:
+                st = os.fstat(f.fileno())
                 where = f"file:{st.st_dev}:{st.st_ino}:{hashlib.sha256(f.read(FINGERPRINT)).hexdigest()}"
     except OSError:
         pass  # not a local file: a remote or container source, named by its text

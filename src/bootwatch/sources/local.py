@@ -40,10 +40,12 @@ def open_source(spec: Spec, opening: Opening) -> FileFollower:
             start = catch_up(path, analyzer, begin)
         said = analyzer.tracker.verdict()
         # A launch that already failed is over: wait for the next one (a supervisor's restart). One that is
-        # ready is the server as it stands: say so (a sidecar restarted after the server came up must not
-        # call a healthy server stalled).
-        opening.await_new = not opening.from_start and said == "failed"
-        if not opening.from_start and said == "ready":
+        # ready is the server as it stands for a watch that follows it or keeps a probe's state file (a
+        # sidecar restarted after the server came up must not call a healthy server stalled); for any other
+        # watch it is a launch already over (its server may have stopped since), and a new one is waited for.
+        ready = said == "ready"
+        opening.await_new = not opening.from_start and (said == "failed" or (ready and not opening.attach_ready))
+        if not opening.from_start and ready and opening.attach_ready:
             opening.note(already_ready(spec.text, analyzer))
         if opening.await_new:
             opening.note(f"the last launch in {spec.text} already ended ({said}); waiting for a new launch")

@@ -62,6 +62,7 @@ class Opening:
     sink: Sink
     from_start: bool = False
     rules: tuple[str, ...] = ()
+    attach_ready: bool = False  # a last launch already ready is the server as it stands, not one already over
     await_new: bool = field(default=False)
 
     def note(self, text: str) -> None:
