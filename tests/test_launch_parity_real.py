@@ -23,7 +23,7 @@ from bootwatch.tracker import Event
 from .test_real_servers import BOOTWATCH, PATHS, free_port, llama_cmd
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow]
-PADDING = 10_000_000  # strings: ~100 MB, ~6-10 s of parsing on this 2-core machine
+PADDING = 30_000_000  # strings: ~300 MB, well past the 5 s of silence that makes an activity event, idle or loaded
 
 
 def padded_gguf(src: Path, dst: Path, count: int = PADDING) -> Path:
