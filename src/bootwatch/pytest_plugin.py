@@ -71,14 +71,14 @@ class _Servers:
 
 def _died(server: Server) -> ServerError:
     """A shared server that died since an earlier test got it: no test is handed a dead one."""
-    from bootwatch.api import Report, ServerFailed, display_name
+    from bootwatch.api import ServerFailed, display_name
 
     report = server.analyze()
     cause = (report.raw.get("runtime_failure") or {}).get("text") or "no line in the log explains it"
     return ServerFailed(
         f"{display_name(server.argv)} (pid {server.pid}) died after it was ready (exit status "
         f"{server.exit_code()}): {cause} (log: {server.log_path})",
-        Report(report.raw),
+        report,
         server.log_path,
     )
 
