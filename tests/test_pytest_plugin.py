@@ -134,3 +134,25 @@ def test_broken(broken):
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*ServerFailed: vLLM failed in load_weights*Cannot find any model weights*"])
     assert "<- died here" in result.stdout.str()
+
+
+def test_a_shared_server_that_died_is_not_handed_out_again(pytester: pytest.Pytester) -> None:
+    cmd = json.dumps(llama_cmd(free_port()))
+    result = _run(
+        pytester,
+        f"""
+import os, signal, time
+
+CMD = {cmd}
+
+def test_kills_it(bootwatch_server):
+    server = bootwatch_server(CMD, timeout="2m")
+    os.kill(server.pid, signal.SIGKILL)
+    time.sleep(0.5)
+
+def test_asks_again(bootwatch_server):
+    bootwatch_server(CMD, timeout="2m")
+""",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*ServerFailed: *died after it was ready (exit status -9)*"])
