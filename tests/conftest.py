@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import hypothesis  # noqa: F401  (imported here, at a shallow stack: CPython 3.11.7's ast can fail on a late import)
@@ -73,3 +74,26 @@ def no_orphans():
     """Every test leaves no stand-in server behind; a stray one fails the test (and is killed)."""
     yield
     assert_none_left(_strays, "stand-in server processes")
+
+
+def wait_until_open(pid: int, path: Path, timeout: float = 30.0) -> None:
+    """Block until process `pid` holds `path` open and has read what it holds: a watcher started just before
+    a writer may, on a busy machine, only look after the whole launch is written, and a watch that finds a
+    launch already over waits for a new one. Tests that write while a watch follows wait here instead of
+    sleeping a guessed while."""
+    want = os.path.realpath(path)
+    fd_dir = Path(f"/proc/{pid}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            size = os.path.getsize(want)
+            for fd in (fd_dir / "fd").iterdir():
+                with contextlib.suppress(OSError, ValueError):
+                    if os.readlink(fd) != want:
+                        continue
+                    info = (fd_dir / "fdinfo" / fd.name).read_text()
+                    pos = int(next(x for x in info.splitlines() if x.startswith("pos:")).split()[1])
+                    if pos >= size:
+                        return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} never read {path} to its end within {timeout} s")

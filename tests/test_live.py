@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CORPUS, HELPER
+from .conftest import CORPUS, HELPER, wait_until_open
 
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 READY_VLLM = CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"
@@ -50,10 +50,12 @@ def watch_while_written(src: Path, tmp_path: Path, *extra: str) -> tuple[int, li
     watcher = subprocess.Popen(
         [*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30", *extra], stdout=subprocess.PIPE, text=True
     )
-    time.sleep(0.5)
+    assert watcher.stdout is not None
+    first = watcher.stdout.readline()  # it says it waits for the file: the launch is written only then
+    assert "to appear" in first, first
     subprocess.run(fake(src, "--out", str(log)), check=True, timeout=60)
     out, _ = watcher.communicate(timeout=60)
-    return watcher.returncode, [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    return watcher.returncode, [json.loads(x) for x in (first + out).splitlines() if x.startswith("{")]
 
 
 def test_watch_follows_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
@@ -79,7 +81,8 @@ def test_watch_ignores_a_stale_ready_and_judges_the_new_launch(tmp_path: Path) -
     proc = subprocess.Popen(
         [*BOOTWATCH, "watch", str(log), "--json", "--timeout", "30"], stdout=subprocess.PIPE, text=True
     )
-    time.sleep(1.0)
+    wait_until_open(proc.pid, log)
+    time.sleep(0.5)
     assert proc.poll() is None, "a ready line from an earlier launch is not readiness now"
     subprocess.run(fake(FAILED_SGLANG, "--out", str(log)), check=True, timeout=30)
     out, _ = proc.communicate(timeout=30)

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .conftest import CORPUS, HELPER, SESSION_MARK, assert_none_left
+from .conftest import CORPUS, HELPER, SESSION_MARK, assert_none_left, wait_until_open
 
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 READY_VLLM = CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"
@@ -440,7 +440,7 @@ def test_watch_then_with_json(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.5)
+    wait_until_open(watcher.pid, log)
     subprocess.run(fake(READY_VLLM, "--out", str(log), "--scale", "0"), check=True, timeout=60)
     out, err = watcher.communicate(timeout=60)
     assert watcher.returncode == 5 and "from-then" in err
