@@ -51,6 +51,16 @@ class Context:
     capacity: list[CapacitySpec] = field(default_factory=list)  # the engine's [[capacity]] tables
     concurrency_flag: str = ""  # the flag that sets how many requests run at once (its [serving] table)
     throughputs: deque[float] = field(default_factory=lambda: deque(maxlen=300))
+    _caps_for: tuple[Any, ...] | None = field(default=None, repr=False)
+    _caps: list[Cap] = field(default_factory=list, repr=False)
+
+    def caps(self) -> list[Cap]:
+        """The capacity judgement of the facts as they stand. Judged again only when a fact changed: a serving
+        server gives a reading every few decode steps, and judging (templates filled) cost a fifth of reading one."""
+        key = (tuple(self.facts.items()), tuple(self.fact_lines.items()))
+        if key != self._caps_for:
+            self._caps_for, self._caps = key, judge(self.capacity, self.facts, self.fact_lines)
+        return self._caps
 
     def typical_tps(self) -> float | None:
         return median(self.throughputs) if len(self.throughputs) >= 3 else None
@@ -73,9 +83,7 @@ def _int(v: Any) -> int | None:
 def capacity_cut(ctx: Context) -> Cap | None:
     """The engine's lowered concurrency cap, when its facts show one (asked above what runs after the engine's
     own arithmetic, or the engine's own line saying why it is lower)."""
-    return next(
-        (c for c in judge(ctx.capacity, ctx.facts, ctx.fact_lines) if c.lowered and c.kind != "context_split"), None
-    )
+    return next((c for c in ctx.caps() if c.lowered and c.kind != "context_split"), None)
 
 
 class CapacityCutDetector:
@@ -144,7 +152,7 @@ class SaturatedDetector:
             return None
         if s.running > self.peak:
             self.peak, self.streak = s.running, []
-        asked = next((c.expected for c in judge(ctx.capacity, ctx.facts, ctx.fact_lines) if c.expected), None)
+        asked = next((c.expected for c in ctx.caps() if c.expected), None)
         if s.running < self.peak or s.queued == 0 or s.running == 0 or (asked is not None and s.running >= asked):
             # at the cap that was asked for (per DP rank where it is divided) requests wait by the user's choice
             self.streak = []
