@@ -40,6 +40,19 @@ def rules_for(extra: Iterable[os.PathLike[str] | str] = ()) -> tuple[RuleBook, P
     return _book_cache[key]
 
 
+_skim_cache: dict[tuple[str, ...], Prefilter] = {}
+
+
+def skim_prefilter_for(extra: Iterable[os.PathLike[str] | str] = ()) -> Prefilter:
+    """What a skim of a ready launch's serving stretch looks for: every rule but the serving numbers (`stats`) and
+    those that act only while a launch starts (phases, progress, readiness: a ready launch is past them)."""
+    key = tuple(str(p) for p in extra)
+    if key not in _skim_cache:
+        book, _ = rules_for(extra)
+        _skim_cache[key] = Prefilter(book, skip_kinds=frozenset({"stats", "phase", "progress", "ready"}))
+    return _skim_cache[key]
+
+
 def launch_marker(extra: Iterable[os.PathLike[str] | str] = ()) -> Any:
     """One RE2 pattern (bytes) for every engine's launch lines: where a new launch may begin."""
     book, _ = rules_for(extra)
@@ -92,6 +105,7 @@ class Analyzer:
         tracker: Tracker | None = None,
     ) -> None:
         book, self.prefilter = rules_for(rules)
+        self._rules = tuple(rules)
         if engine is not None and engine not in book.engines:
             # The engines are the rule files loaded, the user's included: --engine takes any of them.
             raise UsageError(f"unknown engine {engine!r}: the rule files know {', '.join(sorted(book.engines))}")
@@ -106,17 +120,37 @@ class Analyzer:
         self.log_t: float | None = None
         self.ready_log_t: float | None = None
         self._ready: object = None  # the launch's ready record ready_log_t belongs to
+        # While `bytes_seen` is below this, a ready launch's serving lines are skimmed: a watch that attaches to a
+        # server that has served for a day reads its startup and its latest serving lines, and the stretch
+        # between only for what every other rule says (a traceback, a death, a new launch), at C speed.
+        self.skim_until = 0
+        self.skimmed_from: int | None = None  # the first line of the skimmed stretch
+        self.skimmed_to: int | None = None  # the last one
+
+    def skimming(self) -> bool:
+        launch = self.tracker.launch
+        return (
+            self.bytes_seen < self.skim_until
+            and launch is not None
+            and launch.ready is not None
+            and launch.failure is None
+        )
 
     def feed(self, data: bytes, now: float | None = None) -> list[Event]:
         """`data` holds complete lines (each ends with \\n)."""
         if not data:
             return []
+        skim = self.skimming()
         self.bytes_seen += len(data)
         if b"\x00" in data:
             self._note_nul_runs(data)
         data = strip_ansi_bytes(drop_nuls(data))
         tracker = self.tracker
-        starts = self.prefilter.line_starts(data)
+        if skim:
+            if self.skimmed_from is None:
+                self.skimmed_from = self.next_no
+            self.skimmed_to = self.next_no + data.count(b"\n") - 1
+        starts = (skim_prefilter_for(self._rules) if skim else self.prefilter).line_starts(data)
         events: list[Event] = []
         count, find = data.count, data.find
         pos, no, i, n = 0, self.next_no, 0, len(data)
@@ -198,7 +232,13 @@ class Analyzer:
                 p.caught_up = True
 
     def summary(self, decision: Decision | None = None, live: LiveFacts | None = None) -> Summary:
-        return self.tracker.summary(decision, live, lines=self.lines_seen)
+        s = self.tracker.summary(decision, live, lines=self.lines_seen)
+        start = s.details.get("launch_start_line")
+        # only a skim of this launch's serving stretch, not of an earlier launch's
+        skimmed, last = self.skimmed_from, self.skimmed_to
+        if skimmed is not None and last is not None and isinstance(start, int) and last >= start:
+            s.details["serving_skimmed_lines"] = [max(skimmed, start), last]
+        return s
 
 
 CATCH_UP_PIECE = 64 << 10  # a stop signal is looked at this often while a file is read to its end

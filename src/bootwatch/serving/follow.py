@@ -137,6 +137,10 @@ class ServingTracker:
             ranks=len(same) if len(same) > 1 else None,
         )
 
+    def latest(self) -> ServingEvent | None:
+        newest = max(self._latest.values(), key=lambda x: x.line_no or 0, default=None)
+        return self.snapshot(newest) if newest is not None else None
+
     def summary(self) -> dict[str, Any] | None:
         block = self.aggregate.to_json()
         if block is None:

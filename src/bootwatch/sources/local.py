@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -11,6 +12,10 @@ from bootwatch.sources.interrupts import caught_while_busy
 from bootwatch.sources.registry import Opening
 from bootwatch.sources.spec import Spec, parse_unprefixed
 
+# A catch-up reads the latest serving lines of a ready launch in full (the live view's first numbers); the
+# stretch between its ready line and these is skimmed (Analyzer.skim_until).
+SERVING_TAIL = 64 << 10
+
 
 def catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
     """Read what the file already holds (from `start`) up to its last complete line; returns where it ended.
@@ -19,8 +24,11 @@ def catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
         # Line numbers count from the top of the file, skipped launches included (what `report` says too).
         analyzer.next_no = count_lines(path, start) + 1
     with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        analyzer.skim_until = analyzer.bytes_seen + max(0, size - start - SERVING_TAIL)
         f.seek(start)
         fed, _ = analyze_file(f, analyzer, str(path), complete_only=True, clock=time.time)
+    analyzer.skim_until = 0  # what comes live is read in full
     analyzer.mark_caught_up()
     return start + fed
 

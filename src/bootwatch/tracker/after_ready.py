@@ -20,3 +20,7 @@ class ServingFollower(Protocol):
     def summary(self) -> dict[str, Any] | None:
         """The summary's `serving` part, None when nothing was served."""
         ...
+
+    def latest(self) -> Event | None:
+        """The latest reading as a `serving` event (None before any): what a watch that attaches says first."""
+        ...

@@ -127,6 +127,8 @@ class Tracker:
         for name, value in launch.facts.items():
             ev.append(FactEvent(t=launch.last_t, name=name, value=value, line_no=launch.fact_lines.get(name)))
         ev += [WarningEvent.of(launch.last_t, w) for w in launch.warnings]
+        if launch.ready is not None and (serving := self.serving.latest()) is not None:
+            ev.append(serving)  # serving already: its latest numbers
         return ev
 
     def says(self, t: float) -> LogSays:

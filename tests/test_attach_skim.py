@@ -1,0 +1,106 @@
+"""A watch that attaches to a server that has served for a day skims the serving stretch (issue 20 item 1):
+the startup and the latest serving lines are read in full, the lines between only by the rules that are not
+serving numbers or startup-only, at RE2's speed. What the skim must never change is the story: on every
+real log, a skim of everything after ready tells the same verdict, cause, runtime failure, engine, phases and
+facts as a full read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bootwatch.pipeline import Analyzer, analyze_file, launch_marker
+from bootwatch.serving.detectors import all_detectors
+from bootwatch.sources.file import last_launch_offset
+from bootwatch.sources.local import SERVING_TAIL, catch_up
+
+from .conftest import AFTER_READY, CORPUS
+
+SERVING_KINDS = {d.kind for d in all_detectors(60.0)}
+KEPT = ("verdict", "engine", "engine_version", "ready", "failure", "runtime_failure", "phases", "facts", "outcome")
+
+
+def _read(path: Path, skim: bool) -> dict[str, Any]:
+    analyzer = Analyzer()
+    if skim:
+        analyzer.skim_until = 1 << 62  # everything after ready
+    with path.open("rb") as f:
+        analyze_file(f, analyzer, str(path))
+    analyzer.finish()
+    return analyzer.summary().to_json()
+
+
+def _story(s: dict[str, Any]) -> dict[str, Any]:
+    out = {k: s.get(k) for k in KEPT}
+    for k in ("failure", "runtime_failure"):
+        if out[k] is not None:
+            # the lines before it: a full read shows the serving lines there, a skim the others it read
+            out[k] = {key: v for key, v in out[k].items() if key != "context"}
+    out["warnings"] = [w for w in s["warnings"] if w["kind"] not in SERVING_KINDS]
+    return out
+
+
+LOGS = sorted(CORPUS.glob("*/*.log")) + sorted(AFTER_READY.glob("*.log"))
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[f"{p.parent.name}/{p.stem}" for p in LOGS])
+def test_a_skim_after_ready_tells_the_same_story_as_a_full_read(path: Path) -> None:
+    full = _read(path, skim=False)
+    if full["verdict"] != "ready" and full.get("serving") is None:
+        return  # never ready: nothing to skim (the skim starts at a ready line)
+    assert _story(_read(path, skim=True)) == _story(full)
+
+
+VLLM_HEAD = (
+    b"INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1\n"
+    b"INFO 11-18 17:10:47 model_runner.py:1072] Starting to load model /models/x...\n"
+    b"INFO:     Application startup complete.\n"
+)
+
+
+def _stats(n: int, running: int) -> bytes:
+    line = (
+        "INFO 11-18 18:{m:02d}:{s:02d} metrics.py:349] Avg prompt throughput: 10.0 tokens/s, Avg generation "
+        f"throughput: 900.0 tokens/s, Running: {running} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: "
+        "40.0%, CPU KV cache usage: 0.0%.\n"
+    )
+    return "".join(line.format(m=i // 60 % 60, s=i % 60) for i in range(n)).encode()
+
+
+def test_attach_skims_the_middle_and_reads_the_latest_serving_lines(tmp_path: Path) -> None:
+    log = tmp_path / "day.log"
+    log.write_bytes(VLLM_HEAD + _stats(12000, running=7) + _stats(200, running=3))
+    assert log.stat().st_size > 4 * SERVING_TAIL
+    analyzer = Analyzer(clock="arrival")
+    catch_up(log, analyzer, last_launch_offset(log, launch_marker()))
+    s = analyzer.summary().to_json()
+    assert s["verdict"] == "ready"
+    first, last = s["serving_skimmed_lines"]
+    assert 4 <= first < 1000 and 11000 < last < 12203  # from a piece after the ready line to the tail's start
+    assert s["serving"]["samples"]["log"] < 1000 and s["serving"]["peak_running"] == 7  # the tail's readings
+    latest = [e for e in analyzer.tracker.snapshot() if e.kind == "serving"]
+    assert latest and latest[-1].to_json(0.0)["running"] == 3  # the newest numbers
+
+
+def test_what_comes_live_after_the_attach_is_read_in_full(tmp_path: Path) -> None:
+    log = tmp_path / "day.log"
+    log.write_bytes(VLLM_HEAD + _stats(6000, running=7))
+    analyzer = Analyzer(clock="arrival")
+    catch_up(log, analyzer, 0)
+    before = analyzer.tracker.serving.summary()
+    assert before is not None
+    analyzer.feed(_stats(10, running=9), now=1.0)
+    after = analyzer.tracker.serving.summary()
+    assert after is not None and after["samples"]["log"] == before["samples"]["log"] + 10
+    assert after["peak_running"] == 9
+
+
+def test_a_short_serving_stretch_is_not_skimmed(tmp_path: Path) -> None:
+    log = tmp_path / "short.log"
+    log.write_bytes(VLLM_HEAD + _stats(50, running=2))
+    analyzer = Analyzer(clock="arrival")
+    catch_up(log, analyzer, 0)
+    s = analyzer.summary().to_json()
+    assert "serving_skimmed_lines" not in s and s["serving"]["samples"]["log"] == 50
