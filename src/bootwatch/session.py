@@ -284,6 +284,16 @@ class Session:
         finally:
             await self.stop()
 
+    def _log_full(self, rc: int | None, sig: int | None) -> str | None:
+        """How the server ended, when the filesystem of the log it writes is full: the likely cause (its
+        output failed with ENOSPC), and the reason nothing in the log says so. None otherwise."""
+        if self.server is None or sig or not self.server.log.out_of_space():
+            return None
+        return (
+            f"process exited with code {rc} with no space left on the filesystem of its log "
+            f"{self.server.log_path} (ENOSPC): its writes to the log failed, and what it printed last was lost"
+        )
+
     async def _exits(self, now: float) -> bool:
         """The source or the server died: the tracker explains it, the machine is told. True when it did."""
         death = self.source.death() if self.source is not None else None
@@ -313,7 +323,7 @@ class Session:
         says = self._says(now)
         clean_stop = says.ready and rc == 0
         if not clean_stop and not says.runtime_failed:
-            self.emit(self.tracker.exited(rc, sig))
+            self.emit(self.tracker.exited(rc, sig, reason=self._log_full(rc, sig)))
         self._feed(self._says(now))
         self._feed(ProcessExit(now, clean=rc == 0))
         return True
