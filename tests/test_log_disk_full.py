@@ -52,3 +52,25 @@ def test_a_full_log_filesystem_is_named_as_the_cause(tmp_path: Path) -> None:
         # Was "process exited with code 1", the banner as its context: nothing said the disk was full.
         assert "no space left on the filesystem of its log" in failure["text"] and "ENOSPC" in failure["text"], failure
         assert str(log) in failure["text"]
+
+
+def test_a_log_filesystem_that_fills_while_the_server_lives_is_said_once(tmp_path: Path) -> None:
+    server = tmp_path / "fill_srv.py"
+    server.write_text(  # it survives its failed writes and goes on quietly: the output is lost, not the server
+        "import time\ntry:\n" + "".join(f"    {x}\n" for x in SERVER.strip().splitlines()) + "except OSError:\n"
+        "    time.sleep(60)\n"
+    )
+    with small_tmpfs(tmp_path / "small") as small:
+        (small / "filler").write_bytes(b"\0" * 900_000)
+        p = subprocess.run(
+            [sys.executable, "-m", "bootwatch", "run", "--json", "--timeout", "4s", "--log", str(small / "s.log")]
+            + ["--", sys.executable, str(server)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "BOOTWATCH_HOME": str(tmp_path / "home")},
+        )
+        assert p.returncode == 124, p.stderr
+        notes = [e for e in map(json.loads, p.stdout.splitlines()) if e.get("kind") == "bootwatch"]
+        full = [e["text"] for e in notes if "is full (ENOSPC)" in e["text"]]
+        assert len(full) == 1, notes

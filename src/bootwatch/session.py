@@ -91,6 +91,7 @@ class Session:
         self.source = source  # how many bytes it read (for silence), a death it saw (container exit)
         self.insight = insight  # ETAs from history, what the tree does while the log is silent
         self._death_reported = False
+        self._told_full = False  # the log's filesystem was found full (said once)
         self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
         self._last_child_check = 0.0
@@ -314,6 +315,12 @@ class Session:
             return False
         self._last_child_check = now
         self._check_children()
+        if not self._told_full and self.server.log.out_of_space():
+            # Said once, while the server lives: its output is lost from here on (a stall may follow).
+            self._told_full = True
+            self.sink.note(
+                now, f"the filesystem of the log {self.server.log_path} is full (ENOSPC): the server's output is lost"
+            )
         code = self.server.poll()
         if code is None:
             return False
