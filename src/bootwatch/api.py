@@ -192,7 +192,7 @@ def _seconds(value: Duration | None, what: str) -> float | None:
     if isinstance(value, str):
         return positive_seconds(parse_duration(value), what)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{what} {value!r}: give seconds (a number) or a duration such as \"15m\"")
+        raise UsageError(f'{what} {value!r}: give seconds (a number) or a duration such as "15m"')
     return positive_seconds(float(value), what)
 
 
