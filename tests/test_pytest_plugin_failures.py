@@ -23,16 +23,21 @@ raise RuntimeError("the stand-in cannot start")
 """
 
 
+def _stand_in(tmp_path: Path, mode: str) -> tuple[str, Path]:
+    """The stand-in's command (as Python source for the inner test file) and the file that counts its starts."""
+    server = tmp_path / "srv.py"
+    server.write_text(SERVER)
+    starts = tmp_path / "starts"
+    return json.dumps([sys.executable, str(server), str(starts), mode]), starts
+
+
 def _run(pytester: pytest.Pytester, source: str) -> pytest.RunResult:
     pytester.makepyfile(test_inner=source)
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", timeout=300)
 
 
 def test_a_failed_start_is_made_once_and_said_again_at_once(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    server = tmp_path / "srv.py"
-    server.write_text(SERVER)
-    starts = tmp_path / "starts"
-    cmd = json.dumps([sys.executable, str(server), str(starts), "fail"])
+    cmd, starts = _stand_in(tmp_path, "fail")
     result = _run(
         pytester,
         f"""
@@ -55,10 +60,7 @@ def test_asks(bootwatch_server, n):
 def test_a_shared_server_that_died_is_said_once_and_not_looked_at_again(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    server = tmp_path / "srv.py"
-    server.write_text(SERVER)
-    starts = tmp_path / "starts"
-    cmd = json.dumps([sys.executable, str(server), str(starts), "ready"])
+    cmd, starts = _stand_in(tmp_path, "ready")
     result = _run(
         pytester,
         f"""
