@@ -151,3 +151,18 @@ async def test_start_and_stop_a_server_with_its_secret_masked(tmp_path: Path) ->
     ):
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}/status").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_the_report_text_of_an_exit_names_no_line() -> None:
+    from bootwatch.agent.tools import _report_text
+
+    data = {
+        "verdict": "failed",
+        "engine": "unknown",
+        "phases": [],
+        "failure": {"line_no": None, "text": "process exited with code 3", "category": "exited"},
+    }
+    text = _report_text(data, "e.log")
+    assert "line None" not in text and "root cause: process exited with code 3" in text
+    data["failure"]["line_no"] = 7
+    assert "root cause, line 7: " in _report_text(data, "e.log")

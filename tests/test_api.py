@@ -4,6 +4,7 @@ real recorded logs (ready, OOM, SIGKILL, hang), a process that never prints, and
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import subprocess
@@ -116,6 +117,30 @@ def test_bad_arguments_are_usage_errors_before_anything_starts(tmp_path: Path) -
     with pytest.raises(UsageError), bootwatch.launch(["/nonexistent/server"], log=tmp_path / "x.log"):
         pass
     assert not (tmp_path / "x.log").exists()  # nothing started, nothing left
+
+
+@pytest.mark.parametrize(
+    "cmd, options",
+    [
+        ("python3 'x", {}),  # no closing quote: a ValueError from shlex before
+        (["x"], {"url": "http://[::1"}),  # an unclosed IPv6 bracket
+        (["x"], {"timeout": "0"}),  # was "0.0 or inf": no timeout at all
+        (["x"], {"timeout": "0s"}),
+        (["x"], {"timeout": math.nan}),  # was accepted (nan <= 0 is False)
+        (["x"], {"stall": "0"}),
+        (["x"], {"stall": -1}),
+        (["x"], {"timeout": [5]}),
+    ],
+)
+def test_the_api_checks_its_arguments_as_the_command_line_does(
+    tmp_path: Path, cmd: str | list[str], options: dict[str, object]
+) -> None:
+    with pytest.raises(UsageError):
+        bootwatch.launch(cmd, log=tmp_path / "x.log", **options)  # type: ignore[arg-type]
+    if "url" not in options and options:  # watch() takes the same timeout= and stall= through the same check
+        with pytest.raises(UsageError):
+            bootwatch.watch(tmp_path / "x.log", **options)  # type: ignore[arg-type]
+    assert not (tmp_path / "x.log").exists()
 
 
 async def test_async_launch_on_the_running_loop(tmp_path: Path) -> None:

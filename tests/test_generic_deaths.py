@@ -297,3 +297,50 @@ def test_the_gguf_readers_tensor_line_beats_the_loaders_generic_error(tmp_path: 
     assert s["verdict"] == "failed" and s["engine"] == "llamacpp", s
     assert s["failure"]["text"] == "gguf_init_from_file_impl: tensor 'output.weight' has invalid ggml type 142 (NONE)"
     assert s["failure"]["category"] == "weights"
+
+
+# A launcher that could not run the server's command: what env, nohup, timeout and a shell's exec really print
+# here (run for real, so the rule meets the words of this machine's coreutils and shells, not a memory of them).
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["env", "vllm-typo", "serve", "m"],
+        ["env", "LC_ALL=C", "env", "vllm-typo"],
+        ["nohup", "vllm-typo"],
+        ["timeout", "5", "vllm-typo"],
+        ["sh", "-c", "exec vllm-typo"],
+        ["bash", "-c", "./vllm-typo"],
+    ],
+)
+def test_a_command_a_launcher_could_not_run_is_not_a_weights_failure(tmp_path: Path, launcher: list[str]) -> None:
+    import shutil
+    import subprocess
+
+    from bootwatch.pipeline import Analyzer
+
+    if not shutil.which(launcher[0]):
+        pytest.skip(f"{launcher[0]} is not installed")
+    p = subprocess.run(launcher, cwd=tmp_path, capture_output=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
+    assert p.returncode in (126, 127) and p.stderr, p
+    a = Analyzer(clock="arrival")
+    a.feed(p.stderr, 1.0)
+    a.tracker.exited(p.returncode, None)
+    f = a.summary().to_json()["failure"]
+    assert f["category"] == "environment" and f["line_no"] == 1, (p.stderr, f)  # was "weights" ("No such file")
+
+
+def test_an_exit_with_no_line_is_said_without_a_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    log = tmp_path / "e.log"
+    p = subprocess.run(
+        [sys.executable, "-m", "bootwatch", "run", "--log", str(log), "--", "sh", "-c", "exit 3"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "BOOTWATCH_HOME": str(tmp_path / "home"), "NO_COLOR": "1"},
+        timeout=60,
+    )
+    assert p.returncode == 1, p
+    assert "FAILED during startup (exited): process exited with code 3" in p.stdout, p.stdout
+    assert "line None" not in p.stdout + p.stderr

@@ -183,6 +183,46 @@ def test_history_json_and_table(tmp_path: Path) -> None:
     assert "torch.OutOfMemoryError" in table.stdout and "load_weights=3.0s" in table.stdout
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE startups SET started_at = 'yesterday' WHERE id = 1",  # text in a REAL column (a hand edit)
+        "UPDATE startups SET ended_at = 1e300 WHERE id = 1",  # beyond what localtime can show
+        "UPDATE startups SET started_at = x'00ff', host = 42 WHERE id = 1",  # a blob; a number in a TEXT column
+    ],
+)
+def test_one_bad_row_is_skipped_with_one_note_and_history_still_works(tmp_path: Path, damage: str) -> None:
+    home = tmp_path / "home"
+    record_in_process(home, write_summary(tmp_path, summary_of(READY_LOG)))
+    record_in_process(home, write_summary(tmp_path, summary_of(FAILED_LOG), "f.json"))
+    record_in_process(home, write_summary(tmp_path, summary_of(READY_LOG), "r2.json"), "/var/log/other.log")
+    with sqlite3.connect(home / "history.sqlite3") as db:  # the real file, as another program would change it
+        db.execute(damage)
+        db.execute("UPDATE startups SET elapsed_s = 'long', time_to_ready_s = 'soon' WHERE id = 2")
+        db.execute("UPDATE phases SET duration_s = 'a while' WHERE startup_id = 2")
+    html = tmp_path / "h.html"
+    for args in ([], ["--json"], ["--html", str(html)], ["--suggest-probes"], ["--compare", "1", "2"]):
+        p = history_cli(home, *args)
+        assert "internal error" not in p.stderr, (args, p.stderr)  # was TypeError, OverflowError
+        assert p.returncode == (2 if "--compare" in args else 0), (args, p.stderr)  # row 1 is none to compare
+        assert p.stderr.count("skipped a history row") == 1, (args, p.stderr)
+    assert history_cli(home, "--compare", "2", "3").returncode == 0
+    assert [e["id"] for e in history_json(home)] == [2, 3]  # row 2's bad numbers are unknown, not fatal
+    assert history_json(home)[0]["elapsed_s"] is None
+    assert html.stat().st_size > 0
+
+
+def test_a_legacy_entry_at_an_impossible_time_is_not_imported(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    ok = {"time": 1700000000.0, "command": "run", "verdict": "ready", "engine": "vllm"}
+    lines = [{"time": 1e300, "command": "run", "verdict": "ready"}, {"time": -5.0, "command": "run"}, ok]
+    (home / "history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    assert [e["started_at"] for e in history_json(home)] == [1700000000.0]  # was imported, then OverflowError
+    table = history_cli(home)
+    assert table.returncode == 0 and "vllm" in table.stdout, table.stderr
+
+
 def test_history_of_nothing_and_bad_limit(tmp_path: Path) -> None:
     p = history_cli(tmp_path / "home")
     assert p.returncode == 0 and "no startups recorded yet" in p.stdout

@@ -287,3 +287,30 @@ def test_any_bytes_as_a_log_give_inert_output_and_a_spec_exit_code(data: bytes) 
 def test_no_escape_from_the_log_survives_in_plain_lines_even_unstripped() -> None:
     # The normaliser strips CSI colour codes before the tracker; the escape at the sink must not rely on it.
     assert re.fullmatch(r"[ -~\t]*", printable(ATTACK_BYTES.decode("utf-8", "surrogateescape")))
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_500_kb_exception_message_is_shown_capped_with_the_cut_said(tmp_path: Path, as_json: bool) -> None:
+    # A server that dies of one enormous exception message: the terminal line, the summary and the JSON each
+    # show its start and its end and say how much was cut (the whole line stays in the server's own log).
+    from bootwatch.tracker.parts import SHOWN_MAX
+
+    server = (
+        'print("INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1", flush=True); '
+        'raise RuntimeError("x" * 500000 + " the end of the message")'
+    )
+    p = subprocess.run(
+        [*BOOTWATCH, "run", *(["--json"] if as_json else []), "--log", str(tmp_path / "c.log"), "--"]
+        + [sys.executable, "-c", server],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "BOOTWATCH_HOME": str(tmp_path / "home"), "NO_COLOR": "1"},
+    )
+    assert p.returncode == 1, p.stderr
+    assert len(p.stdout) < 6 * SHOWN_MAX, len(p.stdout)  # was 1 MB: the message whole, twice
+    assert "characters cut ...]" in p.stdout and "the end of the message" in p.stdout
+    if as_json:
+        failure = json.loads(p.stdout.splitlines()[-1])["failure"]
+        assert failure["text"].startswith("RuntimeError: xxx") and len(failure["text"]) <= SHOWN_MAX + 40
+        assert failure["text"].endswith("the end of the message")

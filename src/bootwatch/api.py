@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from bootwatch.durations import parse_duration
+from bootwatch.durations import parse_duration, positive_seconds
 from bootwatch.errors import UsageError
 from bootwatch.pipeline import analyze_path
 from bootwatch.runner import RunConfig, ServerRun, WatchConfig
@@ -185,13 +185,20 @@ def raise_for(report: Report, log_path: Path | None, what: str = "the server") -
 
 
 def _seconds(value: Duration | None, what: str) -> float | None:
+    """Seconds from a number or a duration text, checked as the command line checks --timeout and --stall
+    ("0" is refused as 0 is: it must never fall through to "no timeout")."""
     if value is None:
         return None
     if isinstance(value, str):
-        return parse_duration(value)
-    if value <= 0:
-        raise UsageError(f"{what} {value}: must be more than 0 seconds")
-    return float(value)
+        return positive_seconds(parse_duration(value), what)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f'{what} {value!r}: give seconds (a number) or a duration such as "15m"')
+    return positive_seconds(float(value), what)
+
+
+def _timeout(value: Duration | None) -> float:
+    seconds = _seconds(value, "timeout")
+    return math.inf if seconds is None else seconds
 
 
 def display_name(argv: Sequence[str]) -> str:
@@ -209,7 +216,10 @@ def display_name(argv: Sequence[str]) -> str:
 
 
 def _argv(cmd: str | Sequence[str]) -> list[str]:
-    argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    try:
+        argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    except ValueError as e:  # "No closing quotation": the caller's mistake, not bootwatch's
+        raise UsageError(f"the command {cmd!r} cannot be split as a shell would: {e}") from None
     if not argv:
         raise UsageError("nothing to run: the command is empty")
     return argv
@@ -331,7 +341,7 @@ class Launch:
             url=url,
             log=Path(log) if log is not None else None,
             log_dir=Path(log_dir) if log_dir is not None else Path(tempfile.gettempdir()),
-            timeout_s=_seconds(timeout, "timeout") or math.inf,
+            timeout_s=_timeout(timeout),
             stall_s=_seconds(stall, "stall"),
             verify=verify,
             engine=engine,
@@ -482,7 +492,7 @@ async def watch_async(
         WatchConfig.specs([str(source)]),
         url=url,
         verify=verify,
-        timeout_s=_seconds(timeout, "timeout") or math.inf,
+        timeout_s=_timeout(timeout),
         stall_s=_seconds(stall, "stall"),
         engine=engine,
         rules=tuple(str(r) for r in rules),

@@ -12,7 +12,7 @@ import sys
 from rich.console import Console
 
 from bootwatch import __version__
-from bootwatch.durations import parse_duration
+from bootwatch.durations import parse_duration, positive_seconds
 from bootwatch.errors import UsageError
 from bootwatch.sources.registry import forms
 
@@ -292,8 +292,8 @@ def _check_args(args: argparse.Namespace) -> None:
     """Values argparse takes but that mean nothing: refused, with what is wrong, before anything starts."""
     for name in ("timeout", "stall"):
         v = getattr(args, name, None)
-        if v is not None and not v > 0:
-            raise UsageError(f"--{name} {v:g}: must be more than 0 seconds")
+        if v is not None:
+            positive_seconds(v, f"--{name}")
     port = getattr(args, "metrics_port", None)
     if port is not None and not 0 <= port <= 65535:
         raise UsageError(f"--metrics-port {port}: a port is a number from 0 to 65535")

@@ -17,6 +17,14 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * _UNIT[m.group(2)]
 
 
+def positive_seconds(seconds: float, what: str) -> float:
+    """`seconds`, if it is a wait that means something: 0, a negative number and NaN are refused (one check
+    for the command line's --timeout/--stall and the API's timeout=/stall=; a 0 must never read as "never")."""
+    if not seconds > 0:
+        raise UsageError(f"{what} {seconds:g}: must be more than 0 seconds")
+    return seconds
+
+
 def fmt_duration(s: float | None) -> str:
     """`5 ms`, `4.2 s`, `3m07s`, `1h05m`; `-` when unknown. Under a second in milliseconds: a 5 ms completion
     is not "0.0 s"."""

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 ServerFactory = Callable[..., "Server"]
 _STARTED_KEY = pytest.StashKey[list["Server"]]()
-_TOLD_KEY = pytest.StashKey[dict[int, str]]()  # the failed starts already explained, by which test
+# The failed starts already explained, by which test (the error is kept: its id must not be reused meanwhile).
+_TOLD_KEY = pytest.StashKey[dict[int, tuple["ServerError", str]]]()
 
 
 class _Servers:
@@ -44,12 +45,14 @@ class _Servers:
 
         __tracebackhide__ = True  # a failed start is the server's story, not bootwatch's frames
         key = json.dumps([cmd if isinstance(cmd, str) else list(cmd), sorted(options.items())], default=str)
-        if key in self.failed:
-            raise self.failed[key]
+        if key in self.failed:  # at once: a start that failed is not made again for every test that asks
+            raise _again(self.failed[key])
         if key in self.running:
             server = self.running[key]
             if not server.alive():
-                raise _died(server)
+                self.failed[key] = died = _died(server)  # said once; later tests are told it is the same
+                del self.running[key]
+                raise died
             return server
         options.setdefault("log_dir", self.log_dir)
         try:
@@ -67,6 +70,21 @@ class _Servers:
             if server in started:
                 started.remove(server)  # stopped on purpose: no later failure blames it
         self.stack.close()
+
+
+_FIRST = "_bootwatch_first"  # on a repeated failure: the first one, whose test's report tells the story
+
+
+def _again(first: ServerError) -> ServerError:
+    """The failure of a start already made for an earlier test, raised anew (the same class, summary and log)
+    with a note that nothing was started this time: re-raising the first object would grow its traceback."""
+    again = type(first)(
+        f"{first} [as for an earlier test in this scope: not started again]",
+        first.report,
+        first.log_path,
+    )
+    setattr(again, _FIRST, getattr(first, _FIRST, first))
+    return again
 
 
 def _died(server: Server) -> ServerError:
@@ -124,11 +142,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if crash is not None:  # the short summary's line: the class's own name, then the cause at once
             crash.message = f"{type(exc).__name__}: {exc}"
         report.longrepr = longrepr
-        told: dict[int, str] = item.config.stash.setdefault(_TOLD_KEY, {})
-        if id(exc) in told:
-            report.sections.append(("bootwatch", f"the same server as in {told[id(exc)]} (see its report)"))
+        told = item.config.stash.setdefault(_TOLD_KEY, {})
+        first = getattr(exc, _FIRST, exc)
+        if id(first) in told:
+            report.sections.append(("bootwatch", f"the same server as in {told[id(first)][1]} (see its report)"))
         else:
-            told[id(exc)] = item.nodeid
+            told[id(first)] = (first, item.nodeid)
             report.sections.append(("bootwatch: why the server did not start", exc.details()))
         return
     # The test failed for its own reasons, or because a server it talks to died under it.

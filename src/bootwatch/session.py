@@ -91,6 +91,7 @@ class Session:
         self.source = source  # how many bytes it read (for silence), a death it saw (container exit)
         self.insight = insight  # ETAs from history, what the tree does while the log is silent
         self._death_reported = False
+        self._told_full = False  # the log's filesystem was found full (said once)
         self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
         self._last_child_check = 0.0
@@ -284,6 +285,16 @@ class Session:
         finally:
             await self.stop()
 
+    def _log_full(self, rc: int | None, sig: int | None) -> str | None:
+        """How the server ended, when the filesystem of the log it writes is full: the likely cause (its
+        output failed with ENOSPC), and the reason nothing in the log says so. None otherwise."""
+        if self.server is None or sig or not self.server.log.out_of_space():
+            return None
+        return (
+            f"process exited with code {rc} with no space left on the filesystem of its log "
+            f"{self.server.log_path} (ENOSPC): its writes to the log failed, and what it printed last was lost"
+        )
+
     async def _exits(self, now: float) -> bool:
         """The source or the server died: the tracker explains it, the machine is told. True when it did."""
         death = self.source.death() if self.source is not None else None
@@ -304,6 +315,12 @@ class Session:
             return False
         self._last_child_check = now
         self._check_children()
+        if not self._told_full and self.server.log.out_of_space():
+            # Said once, while the server lives: its output is lost from here on (a stall may follow).
+            self._told_full = True
+            self.sink.note(
+                now, f"the filesystem of the log {self.server.log_path} is full (ENOSPC): the server's output is lost"
+            )
         code = self.server.poll()
         if code is None:
             return False
@@ -313,7 +330,7 @@ class Session:
         says = self._says(now)
         clean_stop = says.ready and rc == 0
         if not clean_stop and not says.runtime_failed:
-            self.emit(self.tracker.exited(rc, sig))
+            self.emit(self.tracker.exited(rc, sig, reason=self._log_full(rc, sig)))
         self._feed(self._says(now))
         self._feed(ProcessExit(now, clean=rc == 0))
         return True

@@ -335,9 +335,9 @@ def _report_text(data: dict[str, Any], path: str) -> str:
     last_phase = phases[-1]["name"] if phases else "start"
     head = f"{shown(path)}: {data.get('engine_display') or data.get('engine')} startup {verdict}"
     if verdict == "failed":
+        where = f", line {failure['line_no']}" if failure.get("line_no") is not None else ""  # an exit has no line
         return (
-            f"{head} in {last_phase} ({failure.get('category')})\n"
-            f"root cause, line {failure.get('line_no')}: {shown(str(failure.get('text')))}"
+            f"{head} in {last_phase} ({failure.get('category')})\nroot cause{where}: {shown(str(failure.get('text')))}"
         )
     if verdict == "ready":
         return f"{head} after {fmt_duration(data.get('time_to_ready_s'))}\nready line {ready.get('line_no')}: {shown(str(ready.get('text')))}"

@@ -84,7 +84,9 @@ class PlainSink:
                 self._say(now, f"READY{where}: {ev.text}", node)
             case FailedEvent():
                 when = "after readiness" if ev.runtime else "during startup"
-                self._say(now, f"FAILED {when} ({ev.category}, line {ev.line_no}): {ev.text}", node)
+                # A death with no log line (an exit code, a signal) has no line to name.
+                line = f", line {ev.line_no}" if ev.line_no is not None else ""
+                self._say(now, f"FAILED {when} ({ev.category}{line}): {ev.text}", node)
             case TimeoutEvent() | StalledEvent():
                 self._say(now, f"{ev.kind.upper()}: {ev.message}", node)
             case LaunchEvent():

@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+from bootwatch.errors import UsageError
 from bootwatch.pipeline import Analyzer, analyze_file, count_lines, launch_marker
 from bootwatch.sources.file import FileFollower, Kind, check_path, last_launch_offset
 from bootwatch.sources.interrupts import caught_while_busy
@@ -43,6 +44,11 @@ def open_source(spec: Spec, opening: Opening) -> FileFollower:
     start = 0
     if kind is Kind.FILE:  # a FIFO has no past to catch up on: it is read as it comes
         analyzer, sink = opening.analyzer, opening.sink
+        try:  # unreadable (another user's 0600 log): one line, as `report` says it, not an internal error
+            with path.open("rb"):
+                pass
+        except OSError as e:
+            raise UsageError(f"{path}: cannot open: {e.strerror or e}") from None
         begin = 0 if opening.from_start else last_launch_offset(path, launch_marker(list(opening.rules)))
         with caught_while_busy():  # a stop signal ends the catch-up; the summary covers what was read
             start = catch_up(path, analyzer, begin)

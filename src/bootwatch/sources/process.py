@@ -122,6 +122,17 @@ class ServerLog:
         except OSError:
             return 0
 
+    def out_of_space(self) -> bool:
+        """Whether the log's filesystem has no block left for the server's next write (ENOSPC): a server that
+        dies then dies of its own log, and the traceback that would say so could not be written either.
+        Counted as the server (this user) sees it: root may write into the blocks kept for root."""
+        try:
+            st = os.fstatvfs(self.read_fd)
+        except OSError:
+            return False
+        free = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+        return st.f_blocks > 0 and free == 0
+
     def close_write(self) -> None:
         if self.write_fd >= 0:
             os.close(self.write_fd)

@@ -42,7 +42,10 @@ from bootwatch.store.model import (
     args_json,
     clean,
     key_args,
+    line_no,
+    number,
     startup_shape,
+    timestamp,
 )
 from bootwatch.store.schema import StoreTooNew, migrate
 from bootwatch.store.tx import write_transaction
@@ -298,37 +301,78 @@ class Store:
                     f"WHERE startup_id IN ({marks}) ORDER BY startup_id, seq",
                     ids,
                 ):
-                    phases.setdefault(sid, []).append(StoredPhase(name, bool(draft), offset, duration, progress))
+                    phase = StoredPhase(
+                        _text(name) or "?", bool(draft), number(offset), number(duration), number(progress)
+                    )
+                    phases.setdefault(sid, []).append(phase)
         finally:
             self.db.execute("COMMIT")
-        return [_startup(r, tuple(phases.get(r[0], ()))) for r in rows]
+        out: list[StoredStartup] = []
+        for r in rows:
+            try:
+                out.append(_startup(r, tuple(phases.get(r[0], ()))))
+            except _BadRow as e:
+                _skipped(self.path, str(e))
+        return out
+
+
+class _BadRow(ValueError):
+    """A row another program (or a hand edit) left with a value no startup has: it is skipped, not shown."""
+
+
+_TOLD: set[Path] = set()  # the stores whose skipped rows were already said, in this process
+
+
+def _skipped(path: Path, why: str) -> None:
+    if path not in _TOLD:
+        _TOLD.add(path)
+        _stderr(f"bootwatch: note: skipped a history row that holds no startup ({why}; {path})")
+
+
+def _text(value: object) -> str | None:
+    """A TEXT column as text: SQLite keeps whatever type a writer gave (a number, a blob) whatever the column."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
 
 
 def _startup(r: tuple[Any, ...], phases: tuple[StoredPhase, ...]) -> StoredStartup:
+    """A row as a startup; _BadRow when its times or its command are not ones a startup can have. A number
+    that is not one (text in a REAL column, NaN) is unknown, as a startup without it would be."""
     row = dict(zip(_COLUMNS, r, strict=True))
+    started, ended = timestamp(row["started_at"]), timestamp(row["ended_at"])
+    if started is None or ended is None:
+        bad = "started_at" if started is None else "ended_at"
+        raise _BadRow(f"id {row['id']}: {bad} {str(row[bad])[:40]!r} is not a time")
+    try:
+        command = Command(row["command"])
+    except ValueError:
+        raise _BadRow(f"id {row['id']}: command {str(row['command'])[:40]!r}") from None
     try:
         args = json.loads(row["args"])
     except (TypeError, ValueError):
         args = {}
     return StoredStartup(
         id=row["id"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
-        host=row["host"],
-        source=row["source"],
-        command=Command(row["command"]),
-        engine=row["engine"],
-        engine_version=row["engine_version"],
-        model=row["model"],
+        started_at=started,
+        ended_at=ended,
+        host=_text(row["host"]) or "",
+        source=_text(row["source"]) or "",
+        command=command,
+        engine=_text(row["engine"]) or "unknown",
+        engine_version=_text(row["engine_version"]),
+        model=_text(row["model"]),
         args=args if isinstance(args, dict) else {},
-        verdict=row["verdict"],
-        elapsed_s=row["elapsed_s"],
-        time_to_ready_s=row["time_to_ready_s"],
-        root_cause=row["root_cause"],
-        root_cause_category=row["root_cause_category"],
-        ready_line_no=row["ready_line_no"],
+        verdict=_text(row["verdict"]) or "unknown",
+        elapsed_s=number(row["elapsed_s"]),
+        time_to_ready_s=number(row["time_to_ready_s"]),
+        root_cause=_text(row["root_cause"]),
+        root_cause_category=_text(row["root_cause_category"]),
+        ready_line_no=line_no(row["ready_line_no"]),
         phases=phases,
-        launch_key=row["launch_key"],
+        launch_key=_text(row["launch_key"]),
         caught_up=bool(row["caught_up"]),
     )
 

@@ -20,6 +20,7 @@ from bootwatch.store.model import (
     clean_opt,
     host_of,
     number,
+    timestamp,
 )
 
 
@@ -35,7 +36,7 @@ def _phases(raw: object) -> tuple[StoredPhase, ...]:
 
 
 def _entry(e: dict[str, Any]) -> StoredStartup | None:
-    ended = number(e.get("time"))
+    ended = timestamp(e.get("time"))  # 1e300 would be imported, then break every `history` after it
     if ended is None or e.get("command") not in ("watch", "run"):
         return None
     elapsed = number(e.get("elapsed_s"))

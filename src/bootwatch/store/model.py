@@ -77,6 +77,17 @@ def number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+# A time a history row may hold: from 1970 to the year 2286 (seconds below 1e10). Past it `time.localtime`
+# overflows ("timestamp out of range" for 1e300), and no startup bootwatch saw can have happened there.
+MAX_TIME = 1e10
+
+
+def timestamp(value: object) -> float | None:
+    """`value` as a Unix time a startup can have, else None (text, NaN, 1e300, a negative number)."""
+    t = number(value)
+    return t if t is not None and 0 <= t < MAX_TIME else None
+
+
 def line_no(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 

@@ -11,6 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+# A line the terminal and the JSON show whole up to this many characters: above the longest real root cause in
+# the corpus (a 5.4 KB pydantic validation error), far below a 500 KB exception message a server may print.
+# Longer, it keeps its start and its end (where an exception's message says what it is) and says what was cut.
+SHOWN_MAX = 8192
+_HEAD, _TAIL = 6000, 1500
+
+
+def clip(text: str) -> str:
+    """`text`, or its head and tail with the number of characters cut between them."""
+    if len(text) <= SHOWN_MAX:
+        return text
+    cut = len(text) - _HEAD - _TAIL
+    return f"{text[:_HEAD]} [... {cut:,} characters cut ...] {text[-_TAIL:]}"
+
+
+def _clip_all(texts: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(clip(t) for t in texts)
+
 
 @dataclass(frozen=True)
 class Ready:
@@ -19,6 +37,9 @@ class Ready:
     line_no: int | None
     text: str
     how: str | None = None  # what the readiness rests on, when its rule says ("engine unknown, ready by ...")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", clip(self.text))
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"line_no": self.line_no, "text": self.text}
@@ -39,6 +60,14 @@ class Failure:
     chain: tuple[str, ...] = ()  # the chained exceptions, when more than one
     procs: tuple[str, ...] = ()  # the processes that died of the same thing
     node: str | None = None  # the cluster node it came from
+
+    def __post_init__(self) -> None:
+        # Every failure the terminal, the JSON and the history show is built here: capped once, here.
+        object.__setattr__(self, "text", clip(self.text))
+        object.__setattr__(self, "context", _clip_all(tuple(self.context)))
+        object.__setattr__(self, "chain", _clip_all(tuple(self.chain)))
+        if self.detail is not None:
+            object.__setattr__(self, "detail", clip(self.detail))
 
     def to_json(self) -> dict[str, Any]:
         """The SPEC's shape: `line_no`, `text`, `category`, `context`, and the optional keys only when set."""
@@ -72,4 +101,4 @@ class Failure:
         return cls(None, "node failed", "unknown", node=node)
 
 
-__all__ = ["Failure", "Ready"]
+__all__ = ["SHOWN_MAX", "Failure", "Ready", "clip"]
