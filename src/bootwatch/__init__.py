@@ -6,11 +6,14 @@ starts elsewhere, `analyze` a log. Importing bootwatch stays cheap: the API load
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
+# Not `from typing import TYPE_CHECKING`: typing costs ~20 ms to import, and the console script can only
+# take over the stop signals once this package has loaded (bootwatch/_console.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from bootwatch.api import (
         Launch,
         Report,

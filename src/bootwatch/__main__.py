@@ -1,3 +1,3 @@
-from bootwatch.cli import entry
+from bootwatch._console import main
 
-entry()
+main()
