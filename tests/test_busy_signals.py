@@ -59,7 +59,11 @@ def test_ctrl_c_reaches_the_server_at_once_while_it_writes_20_mb_s_of_tracebacks
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    time.sleep(3.0)  # bootwatch falls behind such a writer on this machine: the reader never runs dry
+    log = tmp_path / "s.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and log.stat().st_size > 1 << 20):
+        time.sleep(0.05)  # the server is up, its SIGINT handler in place, and writing (a loaded machine is slow)
+    time.sleep(2.0)  # bootwatch falls behind such a writer on this machine: the reader never runs dry
     sent = time.time()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
