@@ -265,6 +265,7 @@ def _open_node(cfg: WatchConfig, spec: Spec, name: str, analyzer: Analyzer, sink
         probe=HttpProbe(cfg.url) if probed and cfg.url else None,
         source=source,
         insight=insight,
+        watched=insight.process if insight is not None else None,
     )
     return _Watched(name, source, source.chunks(), session)
 

@@ -41,6 +41,9 @@ from bootwatch.waiting import wait_event
 CHILD_CHECK_S = 0.25
 CHILD_CHECK_SERVING_S = 1.0
 TICK_SERVING_S = 1.0
+# `watch --pid`: the server is gone; the reader has read all it wrote once nothing new came for this long (a
+# file follower wakes on inotify at once, on a poll within half a second).
+DRAIN_STEADY_S = 0.6
 TICK_S = 0.25  # timers only: new data, a verdict, a probe answer or the server's exit wake the loop at once
 
 
@@ -81,6 +84,7 @@ class Session:
         server: ServerProcess | None = None,
         source: Source | None = None,
         insight: Insight | None = None,
+        watched: psutil.Process | None = None,
     ) -> None:
         self.analyzer = analyzer
         self.tracker = analyzer.tracker
@@ -90,6 +94,9 @@ class Session:
         self.server = server
         self.source = source  # how many bytes it read (for silence), a death it saw (container exit)
         self.insight = insight  # ETAs from history, what the tree does while the log is silent
+        # `watch --pid`: the server's process, not ours to wait on. While it lives, a failure the log shows
+        # without a death line does not settle on a quiet spell; its end settles the launch, as `run`'s exit does.
+        self.watched = watched
         self._death_reported = False
         self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
@@ -295,7 +302,7 @@ class Session:
             self._feed(ProcessExit(now, clean=False))
             return True
         if self.server is None:
-            return False
+            return await self._watched_gone(now)
         proc_done = self.server.proc is not None and self.server.proc.returncode is not None
         # Walking the process tree reads every process's /proc entry: while starting a child's death must be seen
         # soon, once serving a second is soon enough (the server's own exit wakes the loop at once anyway).
@@ -318,6 +325,37 @@ class Session:
         self._feed(ProcessExit(now, clean=rc == 0))
         return True
 
+    def _server_alive(self) -> bool | None:
+        """Whether the server still runs: the one we started, or the one `--pid` named; None: nothing says."""
+        if self.server is not None:
+            return self.server.poll() is None
+        if self.watched is not None:
+            return _still_running(self.watched)
+        return None
+
+    async def _watched_gone(self, now: float) -> bool:
+        """`watch --pid`: the named process is gone. Before ready that is the launch's death, explained by what
+        the log showed (the traceback it survived no longer), or by the disappearance itself. Its exit status is
+        its parent's to read, not ours: after ready it only ends the watch (stopped, unless the log says died)."""
+        if self.watched is None or self._death_reported:
+            return False
+        every = CHILD_CHECK_SERVING_S if self.machine.ready_at is not None else CHILD_CHECK_S
+        if now - self._last_child_check < every:
+            return False
+        self._last_child_check = now
+        if _still_running(self.watched):
+            return False
+        self._death_reported = True
+        assert self._reader is not None
+        await self._drain(self._reader)  # its last lines may still be on their way to the file
+        says = self._says(now)
+        if not says.ready and not says.runtime_failed:
+            pid = self.watched.pid
+            self.emit(self.tracker.exited(None, None, reason=f"the server process (--pid {pid}) is gone"))
+        self._feed(self._says(now))
+        self._feed(ProcessExit(now, clean=says.ready and not says.runtime_failed))
+        return True
+
     async def tick(self, now: float) -> Outcome | None:
         """One look at everything; the outcome once the machine says the watch is over."""
         reader = self._reader
@@ -328,8 +366,7 @@ class Session:
             if seen != self._bytes_seen:
                 self._bytes_seen = seen
                 self._feed(Output(now))
-        alive = None if self.server is None else self.server.poll() is None
-        self.emit(self.tracker.settle(now, server_alive=alive))
+        self.emit(self.tracker.settle(now, server_alive=self._server_alive()))
         self._probe_from_log()
         if self._scraper is None and self.opts.follow_after_ready and self.probe is not None and self.machine.ready:
             self._scraper = asyncio.create_task(follow_metrics(self.probe.url, self.tracker, self.emit))
@@ -382,12 +419,15 @@ class Session:
         """The server exited: give the reader a moment to take the last lines it wrote (it is done as soon as
         it has read up to the file's size; the deadline only bounds a reader that cannot)."""
         deadline = time.time() + 2.0
-        last = -1
+        last, steady_since = -1, time.time()
         while time.time() < deadline:
             seen = self.source.bytes_read if self.source is not None else 0
-            if seen == last and seen >= _file_size(self.server):
+            if seen != last:
+                last, steady_since = seen, time.time()
+            elif self.server is not None and seen >= _file_size(self.server):
                 break
-            last = seen
+            elif self.server is None and time.time() - steady_since >= DRAIN_STEADY_S:
+                break  # a file we did not open for the server: its size is not ours to know; nothing new came
             await asyncio.sleep(0.05)
         self.tracker.tb.flush()
 
