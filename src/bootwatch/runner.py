@@ -452,7 +452,7 @@ class ServerRun:
             result = await _end(ending, summary, outcome)
             # --keep keeps a running server; what is left of one that died (its children) goes.
             signalled = self.stop is not None and self.stop.signum is not None
-            return result, not cfg.keep or signalled or self.server.poll() is not None
+            return result, not cfg.keep or signalled or self.server.ended() is not None
         result = await _end(_Ending(self.sink, None, False, self.record), summary, outcome)
         return result, not (cfg.keep and outcome in ("stalled", "timeout"))
 

@@ -17,7 +17,7 @@ from bootwatch.insight.live import Insight
 from bootwatch.pipeline import Analyzer
 from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
-from bootwatch.sinks.protocol import Sink
+from bootwatch.sinks.protocol import ServerAware, Sink
 from bootwatch.sources.process import ServerProcess, describe_exit
 from bootwatch.sources.protocol import Source
 from bootwatch.tracker import Event, FactEvent
@@ -98,6 +98,7 @@ class Session:
         # without a death line does not settle on a quiet spell; its end settles the launch, as `run`'s exit does.
         self.watched = watched
         self._death_reported = False
+        self._launcher_left: bool = False  # the process we started exited 0, its children run on: followed
         self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
         self._last_child_check = 0.0
@@ -231,7 +232,8 @@ class Session:
         if self.server is None or not self.opts.critical:
             return
         alive = {}
-        for p in self.server.tree()[1:]:
+        procs = self.server.tree()
+        for p in procs[1:] if self.server.poll() is None else procs:  # the launcher gone, all are children
             with contextlib.suppress(psutil.Error):
                 title = " ".join(p.cmdline()[:1]) or p.name()
                 if any(c in title or c in p.name() for c in self.opts.critical):
@@ -243,7 +245,7 @@ class Session:
                     # Renamed, not dead: a process the child forked carries the child's title until it execs
                     # (vLLM's EngineCore spawning a worker), and the walk may have caught it in between.
                     continue
-                if self.server.poll() is None:
+                if self._server_alive():
                     self.emit(
                         self.tracker.exited(
                             None,
@@ -303,7 +305,7 @@ class Session:
             return True
         if self.server is None:
             return await self._watched_gone(now)
-        proc_done = self.server.proc is not None and self.server.proc.returncode is not None
+        proc_done = self.server.proc is not None and self.server.proc.returncode is not None and not self._launcher_left
         # Walking the process tree reads every process's /proc entry: while starting a child's death must be seen
         # soon, once serving a second is soon enough (the server's own exit wakes the loop at once anyway).
         every = CHILD_CHECK_SERVING_S if self.machine.ready_at is not None else CHILD_CHECK_S
@@ -312,7 +314,7 @@ class Session:
         self._last_child_check = now
         self._check_children()
         code = self.server.poll()
-        if code is None:
+        if code is None or code == 0 and self._launcher_leaves(now):
             return False
         assert self._reader is not None
         await self._drain(self._reader)
@@ -320,15 +322,37 @@ class Session:
         says = self._says(now)
         clean_stop = says.ready and rc == 0
         if not clean_stop and not says.runtime_failed:
-            self.emit(self.tracker.exited(rc, sig))
+            # Its exit status was its launcher's: the server's own is not ours to read.
+            reason = "the processes the launcher left running are gone" if self._launcher_left else None
+            self.emit(self.tracker.exited(rc, sig, reason=reason))
         self._feed(self._says(now))
         self._feed(ProcessExit(now, clean=rc == 0))
         return True
 
+    def _launcher_leaves(self, now: float) -> bool:
+        """The process we started exited 0 with its group still running (`sh -c 'server &'`, a launch script
+        that backgrounds the server): a launcher, not the server. The group is followed, and judged by its log
+        and health as ever, until it is all gone. True while it runs."""
+        assert self.server is not None
+        members = self.server.members()
+        if not members:
+            return False
+        if not self._launcher_left:
+            self._launcher_left = True
+            pids = ", ".join(str(p.pid) for p in members[:4]) + (", ..." if len(members) > 4 else "")
+            self.sink.note(
+                now,
+                f"the launcher (pid {self.server.pid}) exited 0 while its children run on (pid {pids}): following them",
+            )
+            if isinstance(self.sink, ServerAware):  # a probe of the state file asks whether the server lives
+                self.sink.set_server(members[0].pid)
+        return True
+
     def _server_alive(self) -> bool | None:
-        """Whether the server still runs: the one we started, or the one `--pid` named; None: nothing says."""
+        """Whether the server still runs: the one we started (or what its launcher left running), or the one
+        `--pid` named; None: nothing says."""
         if self.server is not None:
-            return self.server.poll() is None
+            return self.server.poll() is None or self._launcher_left and bool(self.server.members())
         if self.watched is not None:
             return _still_running(self.watched)
         return None
