@@ -487,3 +487,21 @@ def test_a_backgrounded_server_that_goes_without_a_word_is_a_death(tmp_path: Pat
     s = events_of(out)[-1]
     assert (proc.returncode, s["verdict"]) == (1, "failed"), (err, s)
     assert s["failure"]["text"] == "the processes the launcher left running are gone", s["failure"]
+
+
+def test_detach_hands_on_the_pid_of_the_server_a_launcher_left_running(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    server = launcher(fake(READY_VLLM, "--then", "hang", "--pidfile", str(pidfile)))
+    p = subprocess.run(
+        [*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--detach", "--", *server],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    pids = pids_in(pidfile)
+    try:
+        assert p.returncode == 0, p.stderr
+        assert f"server pid {pids[0]} runs on" in p.stdout, p.stdout
+    finally:
+        os.killpg(os.getpgid(pids[0]), signal.SIGTERM)
+        assert gone_within(pids, 5.0)

@@ -446,7 +446,7 @@ class ServerRun:
         if outcome == "ready" and cfg.detach:
             self.record(summary)
             close_sink(self.sink, summary, outcome)
-            return Result(outcome, summary, detached=True, pid=self.server.pid, log_path=self.log.path), False
+            return Result(outcome, summary, detached=True, pid=self.server.running_pid(), log_path=self.log.path), False
         if outcome == "ready" and cfg.then:
             ending = _Ending(self.sink, cfg.then, cfg.then_to_stderr, self.record, self.server, self.guard)
             result = await _end(ending, summary, outcome)

@@ -313,6 +313,14 @@ class ServerProcess:
                 self.group.seen.setdefault(p.pid, p)
         return found
 
+    def running_pid(self) -> int:
+        """The server's pid now: the process we started, or, once a launcher exited 0, the first of what it left
+        running (the pid `--detach` hands on)."""
+        if self.poll() is None:
+            return self.pid
+        members = self.members()
+        return members[0].pid if members else self.pid
+
     def ended(self) -> int | None:
         """The server's end (the returncode of the process we started), once nothing of it runs: a launcher's
         exit 0 with the server in the background (`sh -c 'server &'`) is not the end, the group's is."""
