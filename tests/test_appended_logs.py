@@ -1,14 +1,18 @@
 """Appended and interleaved logs: a NUL run splits launches (a log truncated under its writer, or another writer's
 appends), a bind error once a server is up is another instance's failure, and an Ollama log's summary gives both
-the API's readiness and the last model load's."""
+the API's readiness and the last model load's; a server started again in the same log (a ready launch, then one
+that fails) is judged by its new launch."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 from bootwatch.pipeline import analyze_path
+
+from .conftest import CORPUS
 
 SERVER_CONFIG = (
     'time=2025-03-05T06:58:50.117Z level=INFO source=routes.go:1631 msg="server config" env="map[OLLAMA_HOST:]"\n'
@@ -64,3 +68,59 @@ def test_ollama_summary_says_the_apis_readiness_and_the_model_loads(tmp_path: Pa
         timeout=60,
     ).stdout
     assert "API ready at line 2" in out and "model loaded at line 4" in out, out
+
+
+# ---- a server started again in the same log (old 1.5): the new launch's verdict is its own --------------------
+VLLM_READY = CORPUS / "vllm/v0.6.4-tp2-llama8b-ready.log"
+# vLLM 0.11 refusing its arguments: no banner, only the platform line every vLLM process prints, then the traceback
+VLLM_REFUSED = CORPUS / "vllm/v0.11-macos-cpu-chat-template-path-validation-error.log"
+BANNER = "INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1\n"
+
+
+def test_a_failing_launch_appended_after_a_ready_one_is_failed(tmp_path: Path) -> None:
+    old = VLLM_READY.read_bytes()
+    s = report(tmp_path, old + VLLM_REFUSED.read_bytes())
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"].startswith("ValueError: The supplied chat template string (tool_use) appears path-like")
+    assert s["launches"] == 2 and s["launch_start_line"] == old.count(b"\n") + 1
+
+
+def test_uvicorn_started_again_after_it_finished_is_a_new_launch(tmp_path: Path) -> None:
+    log = (
+        BANNER + "INFO:     Started server process [100]\nINFO:     Waiting for application startup.\n"
+        "INFO:     Application startup complete.\nINFO:     Finished server process [100]\n"
+        "INFO:     Started server process [200]\nRuntimeError: model file missing\n"
+    )
+    s = report(tmp_path, log.encode())
+    assert s["verdict"] == "failed" and s["failure"]["text"] == "RuntimeError: model file missing", s
+    assert s["launches"] == 2 and s["launch_start_line"] == 6
+
+
+def test_another_worker_starting_while_the_server_is_up_is_the_same_launch(tmp_path: Path) -> None:
+    # uvicorn --workers: each worker says it started; none finished, so none is a restart.
+    log = (
+        BANNER + "INFO:     Started server process [100]\nINFO:     Application startup complete.\n"
+        "INFO:     Started server process [101]\nINFO:     Waiting for application startup.\n"
+        "INFO:     Application startup complete.\n"
+    )
+    s = report(tmp_path, log.encode())
+    assert s["verdict"] == "ready" and s["launches"] == 1, s
+
+
+def test_watch_judges_a_failing_launch_appended_after_a_ready_one(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(VLLM_READY.read_bytes())
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "bootwatch", "watch", "--json", "--stall", "6s", "--timeout", "60", str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert watcher.stdout is not None
+    first = watcher.stdout.readline()  # it says the last launch already ended: the new one is appended only then
+    assert "already ended" in first, first
+    with log.open("ab") as f:
+        f.write(VLLM_REFUSED.read_bytes())
+    out, _ = watcher.communicate(timeout=60)
+    s = json.loads(out.splitlines()[-1])
+    assert (watcher.returncode, s["verdict"]) == (1, "failed"), s
+    assert s["failure"]["text"].startswith("ValueError: The supplied chat template string (tool_use)")

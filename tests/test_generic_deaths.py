@@ -344,3 +344,45 @@ def test_an_exit_with_no_line_is_said_without_a_line(tmp_path: Path) -> None:
     assert p.returncode == 1, p
     assert "FAILED during startup (exited): process exited with code 3" in p.stdout, p.stdout
     assert "line None" not in p.stdout + p.stderr
+
+
+# N13: every fatal signal a shell names, not only Killed and Segmentation fault, in each shell's own wording (real
+# lines from tests/fixtures/real_lines/generic.log: bash, dash, zsh and fish on this project's machine), and the
+# red team's forms.
+SHELL_DEATH_LINES = [
+    "Bus error (core dumped)",
+    "Floating point exception (core dumped)",
+    "Illegal instruction",
+    "bash: line 1: 22912 Illegal instruction     (core dumped) python3 -c 'import os,signal; os.kill(os.getpid(), "
+    "signal.SIGILL)'",
+    "bash: line 1: 21727 Floating point exception(core dumped) python3 -c 'import os,signal; os.kill(os.getpid(), "
+    "signal.SIGFPE)'",
+    "bash: line 1: 18135 Bus error               python3 -c 'import os,signal; os.kill(os.getpid(), signal.SIGBUS)'",
+    "/opt/start.sh: line 3:  4242 Illegal instruction     (core dumped) python3 -m vllm.entrypoints.openai.api_server",
+    'zsh: floating point exception  sh -c "kill -FPE \\$\\$"',
+    'zsh: bus error (core dumped)  sh -c "kill -BUS \\$\\$"',
+    '[1]  + illegal hardware instruction  sh -c "kill -ILL \\$\\$"',
+    "fish: Job 1, 'python3 -c \"import os,signal; o…' terminated by signal SIGKILL (Forced quit)",
+    "fish: Process 22744, 'python3' from job 2, 'python3 -c \"import os,signal; o…' terminated by signal SIGILL "
+    "(Illegal instruction)",
+    'Job 1, "python -m vllm" terminated by signal SIGKILL',
+]
+
+
+@pytest.mark.parametrize("line", SHELL_DEATH_LINES)
+def test_a_shells_line_for_any_fatal_signal_is_a_death(tmp_path: Path, line: str) -> None:
+    s = report(tmp_path, line + "\n")
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"] == line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO 08-12 10:11:13 [worker.py:7] on a Bus error the loader retries once",
+        "WARNING 08-12 10:11:13 [cpu.py:40] Illegal instruction sets are disabled: AVX512",
+        "Floating point exception flags cleared before the kernel warm-up",
+    ],
+)
+def test_prose_that_names_a_signal_is_not_a_death(tmp_path: Path, line: str) -> None:
+    assert report(tmp_path, line + "\n")["verdict"] == "incomplete"

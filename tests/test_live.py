@@ -409,3 +409,80 @@ def test_history_records_watched_startups(tmp_path: Path) -> None:
     assert [e["command"] for e in entries] == ["run", "run"] and entries[0]["time_to_ready_s"] is not None
     table = subprocess.run([*BOOTWATCH, "history"], env=env, capture_output=True, text=True, timeout=30).stdout
     assert "qwen/qwen2.5-0.5b-instruct" in table and "failed" in table
+
+
+# N7: `watch --pid` names the server's process. A traceback it survives (a cache miss it retries, a caught error it
+# logs) must not settle as a failure on the quiet spell while that process lives; its end settles the launch, as
+# `run`'s exit does. (Without --pid nothing says it still runs: the quiet spell settles it, see README.)
+SURVIVED = (
+    "INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1\n"
+    "INFO 11-18 17:10:47 model_runner.py:1072] Starting to load model /models/x...\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3/site-packages/huggingface_hub/file_download.py", line 1374, in _hf_hub_download\n'
+    "    raise LocalEntryNotFoundError(\n"
+    "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing "
+    "traffic has been disabled.\n"
+)
+# The server: prints what it is given, then waits for the test's go (a file) and prints the rest, or exits 1.
+PID_SERVER = """import os, sys, time
+out, first, go, then = sys.argv[1:5]
+with open(out, "a") as f:
+    f.write(first); f.flush()
+    while not os.path.exists(go):
+        time.sleep(0.05)
+    if then == "exit":
+        sys.exit(1)
+    f.write(then); f.flush()
+    time.sleep(30)
+"""
+
+
+def _pid_server(tmp_path: Path, first: str, then: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    log, go, script = tmp_path / "server.log", tmp_path / "go", tmp_path / "server.py"
+    script.write_text(PID_SERVER)
+    server = subprocess.Popen([sys.executable, str(script), str(log), first, str(go), then])
+    while not log.exists() or log.stat().st_size < len(first):
+        time.sleep(0.05)
+    return server, log, go
+
+
+def test_watch_pid_a_traceback_the_live_server_survives_is_not_its_failure(tmp_path: Path) -> None:
+    server, log, go = _pid_server(tmp_path, SURVIVED, "INFO:     Application startup complete.\n")
+    try:
+        watcher = subprocess.Popen(
+            [*BOOTWATCH, "watch", "--json", "--from-start", "--pid", str(server.pid), "--timeout", "60", str(log)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(6.5)  # longer than the 5 s quiet spell that settles a traceback when nothing says it runs
+        go.touch()
+        out, _ = watcher.communicate(timeout=60)
+    finally:
+        server.kill()
+        server.wait()
+    s = summary([json.loads(x) for x in out.splitlines() if x.startswith("{")])
+    assert (watcher.returncode, s["verdict"]) == (0, "ready"), s
+
+
+@pytest.mark.parametrize(
+    ("first", "cause"),
+    [
+        (SURVIVED, "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files"),
+        (SURVIVED.split("Traceback")[0], "is gone"),
+    ],
+    ids=["its-traceback", "no-word-of-why"],
+)
+def test_watch_pid_the_end_of_the_process_settles_the_launch(tmp_path: Path, first: str, cause: str) -> None:
+    server, log, go = _pid_server(tmp_path, first, "exit")
+    watcher = subprocess.Popen(
+        [*BOOTWATCH, "watch", "--json", "--from-start", "--pid", str(server.pid), "--timeout", "30", str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    go.touch()
+    server.wait()
+    out, _ = watcher.communicate(timeout=60)
+    s = summary([json.loads(x) for x in out.splitlines() if x.startswith("{")])
+    assert (watcher.returncode, s["verdict"]) == (1, "failed"), s
+    assert cause in s["failure"]["text"], s["failure"]

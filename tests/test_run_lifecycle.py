@@ -446,3 +446,62 @@ def test_watch_then_with_json(tmp_path: Path) -> None:
     assert watcher.returncode == 5 and "from-then" in err
     s = events_of(out)[-1]
     assert s["event"] == "summary" and s["then"]["exit_code"] == 5
+
+
+# ---- a launcher that puts the server in the background and exits 0 (N10) -------------------------
+FAILED_SGLANG = CORPUS / "sglang/rocm-rdna4-tp2-oom-during-weight-load-one-rank.log"
+
+
+def launcher(server: list[str]) -> list[str]:
+    """`sh -c 'server & exit 0'`: what a launch script that backgrounds the server does."""
+    import shlex
+
+    return ["sh", "-c", f"{shlex.join(server)} & exit 0"]
+
+
+def test_a_launcher_that_exits_0_leaves_the_server_followed_and_stopped_at_the_end(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    server = fake(READY_VLLM, "--then", "hang", "--pidfile", str(pidfile))
+    proc = start_run(tmp_path, "--then", "true", server=launcher(server))
+    out, err = proc.communicate(timeout=60)
+    events = events_of(out)
+    s = events[-1]
+    assert (proc.returncode, s["verdict"]) == (0, "ready"), (err, s)
+    notes = [e["text"] for e in events if e["event"] == "warning" and e.get("kind") == "bootwatch"]
+    assert any("exited 0 while its children run on" in n for n in notes), notes
+    assert s["then"]["exit_code"] == 0 and "server_exit" not in json.dumps(s["then"])
+    assert gone_within(pids_in(pidfile), 15.0), "the server the launcher left running outlived bootwatch"
+
+
+def test_a_backgrounded_server_that_fails_is_failed_by_its_log(tmp_path: Path) -> None:
+    proc = start_run(tmp_path, server=launcher(fake(FAILED_SGLANG, "--then", "exit:1")))
+    out, err = proc.communicate(timeout=60)
+    s = events_of(out)[-1]
+    assert (proc.returncode, s["verdict"]) == (1, "failed"), (err, s)
+    assert s["failure"]["text"].startswith("torch.OutOfMemoryError: CUDA out of memory"), s["failure"]
+
+
+def test_a_backgrounded_server_that_goes_without_a_word_is_a_death(tmp_path: Path) -> None:
+    proc = start_run(tmp_path, server=launcher(fake(READY_VLLM, "--lines", "3", "--then", "exit:0")))
+    out, err = proc.communicate(timeout=60)
+    s = events_of(out)[-1]
+    assert (proc.returncode, s["verdict"]) == (1, "failed"), (err, s)
+    assert s["failure"]["text"] == "the processes the launcher left running are gone", s["failure"]
+
+
+def test_detach_hands_on_the_pid_of_the_server_a_launcher_left_running(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    server = launcher(fake(READY_VLLM, "--then", "hang", "--pidfile", str(pidfile)))
+    p = subprocess.run(
+        [*BOOTWATCH, "run", "--log", str(tmp_path / "r.log"), "--detach", "--", *server],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    pids = pids_in(pidfile)
+    try:
+        assert p.returncode == 0, p.stderr
+        assert f"server pid {pids[0]} runs on" in p.stdout, p.stdout
+    finally:
+        os.killpg(os.getpgid(pids[0]), signal.SIGTERM)
+        assert gone_within(pids, 5.0)

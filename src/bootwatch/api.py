@@ -282,11 +282,12 @@ class Server:
         return f"{parts.scheme}://{parts.netloc}"
 
     def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        """Still running (a launcher that exited 0 with the server in the background: while the server runs)."""
+        return self._process is not None and self._process.ended() is None
 
     def exit_code(self) -> int | None:
         """The server's exit status once it ended (negative: killed by that signal), else None."""
-        return self._process.poll() if self._process is not None else None
+        return self._process.ended() if self._process is not None else None
 
     def analyze(self) -> Report:
         """The log read again now: after readiness a crash shows as `runtime_failure`."""

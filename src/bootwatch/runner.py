@@ -265,6 +265,7 @@ def _open_node(cfg: WatchConfig, spec: Spec, name: str, analyzer: Analyzer, sink
         probe=HttpProbe(cfg.url) if probed and cfg.url else None,
         source=source,
         insight=insight,
+        watched=insight.process if insight is not None else None,
     )
     return _Watched(name, source, source.chunks(), session)
 
@@ -445,13 +446,13 @@ class ServerRun:
         if outcome == "ready" and cfg.detach:
             self.record(summary)
             close_sink(self.sink, summary, outcome)
-            return Result(outcome, summary, detached=True, pid=self.server.pid, log_path=self.log.path), False
+            return Result(outcome, summary, detached=True, pid=self.server.running_pid(), log_path=self.log.path), False
         if outcome == "ready" and cfg.then:
             ending = _Ending(self.sink, cfg.then, cfg.then_to_stderr, self.record, self.server, self.guard)
             result = await _end(ending, summary, outcome)
             # --keep keeps a running server; what is left of one that died (its children) goes.
             signalled = self.stop is not None and self.stop.signum is not None
-            return result, not cfg.keep or signalled or self.server.poll() is not None
+            return result, not cfg.keep or signalled or self.server.ended() is not None
         result = await _end(_Ending(self.sink, None, False, self.record), summary, outcome)
         return result, not (cfg.keep and outcome in ("stalled", "timeout"))
 

@@ -17,7 +17,7 @@ from bootwatch.insight.live import Insight
 from bootwatch.pipeline import Analyzer
 from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
-from bootwatch.sinks.protocol import Sink
+from bootwatch.sinks.protocol import ServerAware, Sink
 from bootwatch.sources.process import ServerProcess, describe_exit
 from bootwatch.sources.protocol import Source
 from bootwatch.tracker import Event, FactEvent
@@ -41,6 +41,9 @@ from bootwatch.waiting import wait_event
 CHILD_CHECK_S = 0.25
 CHILD_CHECK_SERVING_S = 1.0
 TICK_SERVING_S = 1.0
+# `watch --pid`: the server is gone; the reader has read all it wrote once nothing new came for this long (a
+# file follower wakes on inotify at once, on a poll within half a second).
+DRAIN_STEADY_S = 0.6
 TICK_S = 0.25  # timers only: new data, a verdict, a probe answer or the server's exit wake the loop at once
 
 
@@ -81,6 +84,7 @@ class Session:
         server: ServerProcess | None = None,
         source: Source | None = None,
         insight: Insight | None = None,
+        watched: psutil.Process | None = None,
     ) -> None:
         self.analyzer = analyzer
         self.tracker = analyzer.tracker
@@ -90,8 +94,12 @@ class Session:
         self.server = server
         self.source = source  # how many bytes it read (for silence), a death it saw (container exit)
         self.insight = insight  # ETAs from history, what the tree does while the log is silent
+        # `watch --pid`: the server's process, not ours to wait on. While it lives, a failure the log shows
+        # without a death line does not settle on a quiet spell; its end settles the launch, as `run`'s exit does.
+        self.watched = watched
         self._death_reported = False
         self._told_full = False  # the log's filesystem was found full (said once)
+        self._launcher_left: bool = False  # the process we started exited 0, its children run on: followed
         self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
         self._last_child_check = 0.0
@@ -225,7 +233,8 @@ class Session:
         if self.server is None or not self.opts.critical:
             return
         alive = {}
-        for p in self.server.tree()[1:]:
+        procs = self.server.tree()
+        for p in procs[1:] if self.server.poll() is None else procs:  # the launcher gone, all are children
             with contextlib.suppress(psutil.Error):
                 title = " ".join(p.cmdline()[:1]) or p.name()
                 if any(c in title or c in p.name() for c in self.opts.critical):
@@ -237,7 +246,7 @@ class Session:
                     # Renamed, not dead: a process the child forked carries the child's title until it execs
                     # (vLLM's EngineCore spawning a worker), and the walk may have caught it in between.
                     continue
-                if self.server.poll() is None:
+                if self._server_alive():
                     self.emit(
                         self.tracker.exited(
                             None,
@@ -306,8 +315,8 @@ class Session:
             self._feed(ProcessExit(now, clean=False))
             return True
         if self.server is None:
-            return False
-        proc_done = self.server.proc is not None and self.server.proc.returncode is not None
+            return await self._watched_gone(now)
+        proc_done = self.server.proc is not None and self.server.proc.returncode is not None and not self._launcher_left
         # Walking the process tree reads every process's /proc entry: while starting a child's death must be seen
         # soon, once serving a second is soon enough (the server's own exit wakes the loop at once anyway).
         every = CHILD_CHECK_SERVING_S if self.machine.ready_at is not None else CHILD_CHECK_S
@@ -322,7 +331,7 @@ class Session:
                 now, f"the filesystem of the log {self.server.log_path} is full (ENOSPC): the server's output is lost"
             )
         code = self.server.poll()
-        if code is None:
+        if code is None or code == 0 and self._launcher_leaves(now):
             return False
         assert self._reader is not None
         await self._drain(self._reader)
@@ -330,9 +339,62 @@ class Session:
         says = self._says(now)
         clean_stop = says.ready and rc == 0
         if not clean_stop and not says.runtime_failed:
-            self.emit(self.tracker.exited(rc, sig, reason=self._log_full(rc, sig)))
+            # Its exit status was its launcher's (the server's own is not ours to read), or it had no room to write.
+            left = "the processes the launcher left running are gone" if self._launcher_left else None
+            self.emit(self.tracker.exited(rc, sig, reason=left or self._log_full(rc, sig)))
         self._feed(self._says(now))
         self._feed(ProcessExit(now, clean=rc == 0))
+        return True
+
+    def _launcher_leaves(self, now: float) -> bool:
+        """The process we started exited 0 with its group still running (`sh -c 'server &'`, a launch script
+        that backgrounds the server): a launcher, not the server. The group is followed, and judged by its log
+        and health as ever, until it is all gone. True while it runs."""
+        assert self.server is not None
+        members = self.server.members()
+        if not members:
+            return False
+        if not self._launcher_left:
+            self._launcher_left = True
+            pids = ", ".join(str(p.pid) for p in members[:4]) + (", ..." if len(members) > 4 else "")
+            self.sink.note(
+                now,
+                f"the launcher (pid {self.server.pid}) exited 0 while its children run on (pid {pids}): following them",
+            )
+            if isinstance(self.sink, ServerAware):  # a probe of the state file asks whether the server lives
+                self.sink.set_server(members[0].pid)
+        return True
+
+    def _server_alive(self) -> bool | None:
+        """Whether the server still runs: the one we started (or what its launcher left running), or the one
+        `--pid` named; None: nothing says."""
+        if self.server is not None:
+            return self.server.poll() is None or self._launcher_left and bool(self.server.members())
+        if self.watched is not None:
+            return _still_running(self.watched)
+        return None
+
+    async def _watched_gone(self, now: float) -> bool:
+        """`watch --pid`: the named process is gone. Before ready that is the launch's death, explained by what
+        the log showed (the traceback it survived no longer), or by the disappearance itself. Its exit status is
+        its parent's to read, not ours: after ready it only ends the watch (stopped, unless the log says died)."""
+        if self.watched is None or self._death_reported:
+            return False
+        every = CHILD_CHECK_SERVING_S if self.machine.ready_at is not None else CHILD_CHECK_S
+        if now - self._last_child_check < every:
+            return False
+        self._last_child_check = now
+        if _still_running(self.watched):
+            return False
+        self._death_reported = True
+        assert self._reader is not None
+        await self._drain(self._reader)  # its last lines may still be on their way to the file
+        says = self._says(now)
+        if not says.ready and not says.runtime_failed:
+            pid = self.watched.pid
+            self.emit(self.tracker.exited(None, None, reason=f"the server process (--pid {pid}) is gone"))
+        self._feed(self._says(now))
+        self._feed(ProcessExit(now, clean=says.ready and not says.runtime_failed))
         return True
 
     async def tick(self, now: float) -> Outcome | None:
@@ -345,8 +407,7 @@ class Session:
             if seen != self._bytes_seen:
                 self._bytes_seen = seen
                 self._feed(Output(now))
-        alive = None if self.server is None else self.server.poll() is None
-        self.emit(self.tracker.settle(now, server_alive=alive))
+        self.emit(self.tracker.settle(now, server_alive=self._server_alive()))
         self._probe_from_log()
         if self._scraper is None and self.opts.follow_after_ready and self.probe is not None and self.machine.ready:
             self._scraper = asyncio.create_task(follow_metrics(self.probe.url, self.tracker, self.emit))
@@ -399,12 +460,15 @@ class Session:
         """The server exited: give the reader a moment to take the last lines it wrote (it is done as soon as
         it has read up to the file's size; the deadline only bounds a reader that cannot)."""
         deadline = time.time() + 2.0
-        last = -1
+        last, steady_since = -1, time.time()
         while time.time() < deadline:
             seen = self.source.bytes_read if self.source is not None else 0
-            if seen == last and seen >= _file_size(self.server):
+            if seen != last:
+                last, steady_since = seen, time.time()
+            elif self.server is not None and seen >= _file_size(self.server):
                 break
-            last = seen
+            elif self.server is None and time.time() - steady_since >= DRAIN_STEADY_S:
+                break  # a file we did not open for the server: its size is not ours to know; nothing new came
             await asyncio.sleep(0.05)
         self.tracker.tb.flush()
 

@@ -62,8 +62,8 @@ async def run_then(
                 result.interrupted = True
                 await stop_process_group(proc, stop)
                 break
-            if server is not None and result.server_exit is None and server.poll() is not None:
-                result.server_exit = server.poll()
+            if server is not None and result.server_exit is None:
+                result.server_exit = server.ended()
     finally:
         fired.cancel()
         if not ended.done():  # an exception: CMD must not outlive us

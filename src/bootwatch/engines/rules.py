@@ -68,6 +68,9 @@ class Rule:
     unless: str | None = None  # ready: not when this flag is set
     needs: str | None = None  # ready: only once this flag is set (a line that means ready only after another)
     first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
+    # launch: a line each new process of the engine prints as it starts, no banner: after the launch was ready (and
+    # its `needs` flag is set) it begins the next launch, of the same engine; never a launch otherwise
+    restart: bool = False
     message: str | None = None  # warning: what to tell the user
     weight: int = 1  # detect: when several engines' signs are on one line, the heaviest wins
     levels: tuple[str, ...] = ()  # only lines at these levels
@@ -215,6 +218,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "draft": bool,
     "needs": str,
     "first_only": bool,
+    "restart": bool,
     "fields": str,
     "cause": str,
     "fix": str,
@@ -320,6 +324,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     unless=e.get("unless"),
                     needs=e.get("needs"),
                     first_only=bool(e.get("first_only", False)),
+                    restart=bool(e.get("restart", False)),
                     message=e.get("message"),
                     weight=int(e.get("weight", 1)),
                     levels=tuple(e.get("levels", ())),

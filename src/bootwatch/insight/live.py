@@ -45,6 +45,7 @@ class Insight:
         host: str | None = None,
     ) -> None:
         self.tracker = tracker
+        self.process: psutil.Process | None = None  # the server's process the user named (`watch --pid`)
         self.argv = list(argv)
         self.sampler = (
             ActivitySampler(tree, find_weights(model_paths_from_argv(argv)), count_from_zero)
@@ -204,7 +205,9 @@ def watch_insight(analyzer: Analyzer, pid: int | None) -> Insight:
         raise UsageError(f"--pid {pid}: no such process") from None
     except psutil.AccessDenied:
         argv = []
-    return Insight(analyzer.tracker, tree_of(pid), argv, count_from_zero=False)
+    insight = Insight(analyzer.tracker, tree_of(pid), argv, count_from_zero=False)
+    insight.process = proc
+    return insight
 
 
 __all__ = ["Insight", "watch_insight"]

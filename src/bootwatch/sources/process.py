@@ -30,6 +30,8 @@ from bootwatch.errors import UsageError
 
 PR_SET_PDEATHSIG = 1
 # The stop: Ctrl-C once (what a user would do), then SIGTERM, then SIGKILL; each with its grace.
+# members() scans every process: the probe and the tree's sampling ask for it many times a second.
+MEMBERS_FRESH_S = 0.2
 STOP_STEPS: tuple[tuple[Signals, float], ...] = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 
 
@@ -262,6 +264,7 @@ class ServerProcess:
         self.returncode: int | None = None
         self.group: Group | None = None
         self._stop_begun: float | None = None  # loop time of begin_stop's signal
+        self._members: tuple[float, list[psutil.Process]] | None = None  # (when, what members() found)
 
     def start(self) -> None:
         env = dict(os.environ if self.env is None else self.env)
@@ -307,7 +310,10 @@ class ServerProcess:
 
     def tree(self) -> list[psutil.Process]:
         """The server and all its descendants (those still alive). Each one seen is remembered: a stop
-        reaches it even after it left the group."""
+        reaches it even after it left the group. Once the process we started has exited, what it left running
+        (`members`) is the server."""
+        if self.poll() is not None:
+            return self.members()
         try:
             root = psutil.Process(self.pid)
             found = [root, *root.children(recursive=True)]
@@ -317,6 +323,45 @@ class ServerProcess:
             for p in found[1:]:
                 self.group.seen.setdefault(p.pid, p)
         return found
+
+    def running_pid(self) -> int:
+        """The server's pid now: the process we started, or, once a launcher exited 0, the first of what it left
+        running (the pid `--detach` hands on)."""
+        if self.poll() is None:
+            return self.pid
+        members = self.members()
+        return members[0].pid if members else self.pid
+
+    def ended(self) -> int | None:
+        """The server's end (the returncode of the process we started), once nothing of it runs: a launcher's
+        exit 0 with the server in the background (`sh -c 'server &'`) is not the end, the group's is."""
+        code = self.poll()
+        if code is None or code == 0 and self.members():
+            return None
+        return code
+
+    def members(self) -> list[psutil.Process]:
+        """The processes of the server's group still running (zombies are not), and those seen to leave it:
+        what is left once the process we started is gone (a launcher that put the server in the background and
+        exited). Its children were reparented, so the group, not the tree, finds them."""
+        if self.group is None:
+            return []
+        now = time.monotonic()
+        if self._members is not None and now - self._members[0] < MEMBERS_FRESH_S:
+            return self._members[1]
+        found: dict[int, psutil.Process] = {}
+        for p in psutil.process_iter():
+            try:
+                if os.getpgid(p.pid) == self.group.pgid and p.status() != psutil.STATUS_ZOMBIE:
+                    found[p.pid] = p
+            except (psutil.Error, ProcessLookupError, PermissionError):
+                continue
+        for p in self.group.outside():
+            found.setdefault(p.pid, p)
+        for p in found.values():
+            self.group.seen.setdefault(p.pid, p)
+        self._members = (now, list(found.values()))
+        return self._members[1]
 
     def group_alive(self) -> bool:
         return self.group is not None and self.group.alive()

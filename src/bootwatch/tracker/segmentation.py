@@ -24,7 +24,8 @@ LAUNCH_WEIGHT = 3  # evidence a launch banner gives: it names its engine
 
 def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> Launch:
     """The launch this line belongs to: a launch line (a banner) may begin a new one, and so do a break in the log
-    (a NUL run) and a bind error once the launch is up (another instance of the server: it cannot be this one's)."""
+    (a NUL run), and once the launch is up a bind error (another instance of the server: it cannot be this one's)
+    or a line a new process prints as it starts (a restart appended to the same log)."""
     if tracker.split_at is not None and line.no >= tracker.split_at:
         tracker.split_at = None
         cur = tracker.launch
@@ -33,9 +34,9 @@ def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> 
     if not hits and tracker.launch is not None:
         return tracker.launch  # most lines: no rule matched, so no banner
     cur = tracker.launch
-    if cur is not None and cur.ready is not None and _binds_in_vain(cur, hits):
+    if cur is not None and cur.ready is not None and (_binds_in_vain(cur, hits) or _restarts(cur, hits)):
         new_launch(tracker, line, cur.engine, ev)
-    hit_ids = {id(r) for r in hits if r.kind == "launch"}
+    hit_ids = {id(r) for r in hits if r.kind == "launch" and not r.restart}
     for engine, rule in tracker.book.launch if hit_ids else ():
         if id(rule) in hit_ids:
             launch = _launch_line(tracker, line, tracker.forced or engine, rule, ev)
@@ -74,6 +75,17 @@ def _binds_in_vain(launch: Launch, hits: list[Rule]) -> bool:
     """A port-in-use failure of the launch's engine: its port is bound, so this is another instance failing."""
     binds = [r for r in hits if r.kind == "fatal" and r.category == "port_in_use"]
     return bool(binds) and any(m is r for m in launch.rules["fatal"] for r in binds)
+
+
+def _restarts(launch: Launch, hits: list[Rule]) -> bool:
+    """A line a new process of the launch's engine prints as it starts (no banner: vLLM's platform detection,
+    uvicorn's `Started server process [pid]` once the last one said `Finished server process`), after the launch
+    was ready: the server was started again, in the same log (`>>`, appended logs). The new launch is judged on
+    its own; the old one's readiness is not its."""
+    return any(
+        r.restart and (r.needs is None or r.needs in launch.flags) and any(r is x for x in launch.rules["launch"])
+        for r in hits
+    )
 
 
 def _child_banner(tracker: Tracker, cur: Launch, engine: str) -> bool:
