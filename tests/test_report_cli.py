@@ -174,3 +174,18 @@ def test_random_bytes_are_still_refused_as_binary(tmp_path: Path) -> None:
     log.write_bytes(random.Random(7).randbytes(100_000))
     p = run("report", str(log))
     assert p.returncode == 2 and "binary" in p.stderr
+
+
+@pytest.mark.parametrize("how", ["redirect", "pipe"])
+def test_report_dash_reads_standard_input(how: str) -> None:
+    log = CORPUS / "vllm" / "2025-11-rocm-rx7800xt-compose-ovis2-gptq-older-base-ready.log"
+    argv = [*BOOTWATCH, "report", "--json", "-"]
+    if how == "redirect":
+        with log.open("rb") as f:
+            p = subprocess.run(argv, stdin=f, capture_output=True, timeout=60)
+    else:
+        p = subprocess.run(argv, input=log.read_bytes(), capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert (s["verdict"], s["engine"]) == ("ready", "vllm")
+    assert s["lines"] == log.read_bytes().count(b"\n")

@@ -285,6 +285,8 @@ def analyze_file(
 def open_log(path: os.PathLike[str] | str):  # noqa: ANN201
     """A log to read once to its end: a regular file, a /proc file or a FIFO (read as a stream, to its
     writer's close); a device is refused before it is opened."""
+    if str(path) == "-":  # standard input, read as a stream to its end (`report - < server.log`, a pipe)
+        return open(0, "rb", closefd=False)
     p = Path(path)
     if check_path(p, follow=False) is None:
         raise UsageError(f"{p}: no such file")
@@ -298,7 +300,7 @@ def year_of(path: os.PathLike[str] | str) -> int | None:
     import time
 
     try:
-        return time.gmtime(os.stat(path).st_mtime).tm_year
+        return time.gmtime((os.fstat(0) if str(path) == "-" else os.stat(path)).st_mtime).tm_year
     except OSError:
         return None
 
@@ -322,7 +324,8 @@ def analyze_path(
     analyzer = Analyzer(engine=engine, rules=rules, year=year_of(path))
     with open_log(path) as f:
         start = 0
-        if not exhaustive and stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO is read once, from its start
+        # A FIFO (or standard input) is read once, from its start: there is no going back to a name.
+        if not exhaustive and str(path) != "-" and stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             try:
                 starts = launch_starts(path, launch_marker(rules), keep=MARKERS_BACK)
             except OSError:
