@@ -1,0 +1,44 @@
+"""`run` with the server's log: an existing --log file, a partial last line, \\r progress bars."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BOOTWATCH = [sys.executable, "-m", "bootwatch"]
+BANNER = "INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1"
+READY = "INFO:     Application startup complete."
+
+
+def run(log: Path, *server: str, timeout: str = "30") -> dict:
+    out = subprocess.run(
+        [*BOOTWATCH, "run", "--log", str(log), "--json", "--timeout", timeout, "--", *server],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.stdout, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def sh(script: str) -> list[str]:
+    return ["sh", "-c", script]
+
+
+def test_run_on_an_existing_log_numbers_lines_as_the_file_does(tmp_path: Path) -> None:
+    log = tmp_path / "ln.log"
+    log.write_text("a\nb\nc\nd\ne\n")
+    s = run(log, *sh(f"echo '{BANNER}'; echo '{READY}'"))
+    assert s["verdict"] == "ready"
+    lines = log.read_text().splitlines()
+    assert lines[s["ready"]["line_no"] - 1] == READY and s["ready"]["line_no"] == 7
+
+
+def test_the_first_server_line_is_not_glued_to_an_old_unterminated_line(tmp_path: Path) -> None:
+    log = tmp_path / "glue.log"
+    log.write_bytes(b"old partial line without newline")
+    s = run(log, *sh(f"echo '{BANNER}'; echo '{READY}'"))
+    assert log.read_text().splitlines() == ["old partial line without newline", BANNER, READY]
+    assert s["verdict"] == "ready" and s["engine"] == "vllm" and s["ready"]["line_no"] == 3
