@@ -4,10 +4,12 @@ New data is noticed through inotify (asyncinotify) and, as a fallback where even
 some container mounts), by a stat poll. Only complete lines are handed on; a partial last line waits
 for its newline.
 
-A file is known by its device and inode *and* by its first bytes (up to FINGERPRINT of them, as Vector
-does): a log truncated and written again past the old offset before we look has the same inode and a
-size that never went down, and only its changed head tells that the offset we hold now points into
-another file's middle. A FIFO is read as a stream (no offsets, no seeking). What cannot be followed is
+A file is known by its device and inode *and* by two blocks of its bytes: its first ones (up to FINGERPRINT
+of them, as Vector does) and the last ones we read, just before the offset we hold. A log truncated and
+written again past the old offset before we look has the same inode and a size that never went down; a
+changed head tells that the offset now points into another file's middle, and so does a changed block
+before the offset when the new content starts as the old one did (llama.cpp's first lines carry no time,
+so a restart with `>` writes the same first 256 bytes again). Appending never changes either block. A FIFO is read as a stream (no offsets, no seeking). What cannot be followed is
 refused with a UsageError: devices, and procfs/sysfs files, whose size the kernel does not report (a
 follower would see them "truncated" on every read and spin).
 """
@@ -135,6 +137,7 @@ class FileFollower:
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         self._head = b""  # the first bytes of the file as we read them: its fingerprint
+        self._mark = b""  # the last bytes read, which end at self.offset: they change when the file is rewritten
         self._restarted = False  # started over at 0 since the last wait (a second time in a row: a pseudo file)
         self._writer_seen = False  # a FIFO: has a writer opened it since we did?
 
@@ -180,7 +183,7 @@ class FileFollower:
     def _close_fd(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-            self._fd, self._ident, self._head = None, None, b""
+            self._fd, self._ident, self._head, self._mark = None, None, b"", b""
 
     # ---- opening -------------------------------------------------------------------------------------
     async def _open(self) -> None:
@@ -214,6 +217,7 @@ class FileFollower:
         self.offset = self.start if self.start <= st.st_size else 0
         self.start = 0  # only the first file opened starts late
         self._head = os.pread(fd, min(FINGERPRINT, self.offset), 0)
+        self._mark = os.pread(fd, min(FINGERPRINT, self.offset), self.offset - min(FINGERPRINT, self.offset))
         os.lseek(fd, self.offset, os.SEEK_SET)
 
     # ---- regular files -------------------------------------------------------------------------------
@@ -225,6 +229,9 @@ class FileFollower:
         if size < self.offset:
             return "truncated"
         if self._head and os.pread(self._fd, len(self._head), 0) != self._head:
+            return "rewritten"
+        mark = self._mark
+        if mark and os.pread(self._fd, len(mark), self.offset - len(mark)) != mark:
             return "rewritten"
         return None
 
@@ -242,9 +249,9 @@ class FileFollower:
             self.note(f"{self.path} was truncated; reading it again from its start")
         else:
             self.rewrites += 1
-            self.note(f"{self.path} was rewritten in place (its first bytes changed); reading it again from its start")
+            self.note(f"{self.path} was rewritten in place (the bytes read before changed); reading it again from its start")
         os.lseek(self._fd, 0, os.SEEK_SET)
-        self.offset, self._head = 0, b""
+        self.offset, self._head, self._mark = 0, b"", b""
 
     def _read(self) -> bytes:
         assert self._fd is not None
@@ -252,6 +259,8 @@ class FileFollower:
         if block and len(self._head) < FINGERPRINT and self.offset == len(self._head):
             self._head += block[: FINGERPRINT - len(self._head)]
         self.offset += len(block)
+        if block:
+            self._mark = block[-FINGERPRINT:] if len(block) >= FINGERPRINT else (self._mark + block)[-FINGERPRINT:]
         return block
 
     def _replaced(self) -> bool:
