@@ -312,3 +312,38 @@ def test_watch_sees_the_new_launch_in_a_log_rewritten_past_its_old_size(tmp_path
     s = events_of(out)[-1]
     assert watcher.returncode == 1, (watcher.returncode, s, err)
     assert (s["verdict"], s["engine"]) == ("failed", "sglang")
+
+
+async def test_a_symlink_to_a_log_in_another_directory_is_followed_by_file_events(tmp_path: Path) -> None:
+    # The writes happen in the target's directory; the link's directory hears nothing of them. With the poll
+    # turned off (an hour), only an inotify watch on the target's directory brings the appended lines.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    (tmp_path / "third").mkdir()
+    target, other = tmp_path / "real" / "server.log", tmp_path / "third" / "next.log"
+    target.write_bytes(numbered("first", 1))
+    link = tmp_path / "links" / "link.log"
+    link.symlink_to(target)
+    follower = FileFollower(link, poll_s=3600.0)
+    chunks = follower.chunks()
+    try:
+        assert await asyncio.wait_for(anext(chunks), WAIT_S) == b"first line 1\n"
+        pending = asyncio.ensure_future(anext(chunks))
+        await asyncio.sleep(0.2)  # the follower waits on its watch now
+        with target.open("ab") as f:
+            f.write(b"appended through the target\n")
+        assert await asyncio.wait_for(pending, WAIT_S) == b"appended through the target\n"
+        # The link now points into a third directory: the follower re-resolves it and watches there too.
+        other.write_bytes(numbered("next", 1))
+        tmp = link.with_name("tmp.link")
+        tmp.symlink_to(other)
+        os.replace(tmp, link)
+        assert await asyncio.wait_for(anext(chunks), WAIT_S) == b"next line 1\n"
+        pending = asyncio.ensure_future(anext(chunks))
+        await asyncio.sleep(0.2)
+        with other.open("ab") as f:
+            f.write(b"appended to the new target\n")
+        assert await asyncio.wait_for(pending, WAIT_S) == b"appended to the new target\n"
+    finally:
+        await chunks.aclose()
+        follower.close()

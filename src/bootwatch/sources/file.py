@@ -141,20 +141,51 @@ class FileFollower:
         self._restarted = False  # started over at 0 since the last wait (a second time in a row: a pseudo file)
         self._writer_seen = False  # a FIFO: has a writer opened it since we did?
 
+    def _places(self) -> dict[Path, set[str]]:
+        """The directories to watch and the names in them that matter: the path's own, and for a symlink every
+        hop of it down to the file it names (a log linked from another directory is written there, and the
+        link's own directory hears nothing of it)."""
+        places: dict[Path, set[str]] = {}
+        p = self.path
+        for _ in range(40):  # the kernel's own limit on a chain of links
+            directory = p.parent if p.parent.exists() else Path(".")
+            places.setdefault(directory, set()).add(p.name)
+            try:
+                target = os.readlink(p)
+            except OSError:  # not a link (or not there): the end of the chain
+                break
+            p = p.parent / target
+        return places
+
     async def _watch(self) -> None:
-        """inotify on the file's directory (the file may not exist yet, or be replaced): no wake-up at all
-        while nothing is written, a few milliseconds when something is."""
+        """inotify on the file's directory (the file may not exist yet, or be replaced), and on its target's for
+        a symlink: no wake-up at all while nothing is written, a few milliseconds when something is."""
         from asyncinotify import Inotify, Mask
 
-        directory = self.path.parent if self.path.parent.exists() else Path(".")
         mask = (
             Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.MOVED_FROM | Mask.DELETE | Mask.CLOSE_WRITE | Mask.ATTRIB
         )
         with contextlib.suppress(OSError), Inotify() as inotify:  # no inotify (NFS, limits): the poll runs
-            inotify.add_watch(directory, mask)
+            names: dict[int, set[str]] = {}  # watch descriptor -> the names that matter in its directory
+            watches: dict[Path, int] = {}
+
+            def place() -> None:
+                names.clear()
+                for directory, wanted in self._places().items():
+                    if directory not in watches:
+                        try:
+                            watches[directory] = inotify.add_watch(directory, mask).wd
+                        except OSError:  # that directory cannot be watched: the poll covers it
+                            continue
+                    names[watches[directory]] = wanted
+
+            place()
             async for event in inotify:
-                if event.name is None or event.name.name == self.path.name:
+                wd = event.watch.wd if event.watch is not None else None
+                if event.name is None or event.name.name in names.get(wd, ()):  # type: ignore[arg-type]
                     self._wake.set()
+                    if not event.mask & Mask.MODIFY:
+                        place()  # a link may have been made, removed or pointed elsewhere: follow where it goes now
 
     async def _wait(self) -> None:
         if self._watch_task is None and self.events:
