@@ -42,3 +42,10 @@ def test_the_first_server_line_is_not_glued_to_an_old_unterminated_line(tmp_path
     s = run(log, *sh(f"echo '{BANNER}'; echo '{READY}'"))
     assert log.read_text().splitlines() == ["old partial line without newline", BANNER, READY]
     assert s["verdict"] == "ready" and s["engine"] == "vllm" and s["ready"]["line_no"] == 3
+
+
+def test_an_unterminated_last_line_is_analysed_once_the_server_is_gone(tmp_path: Path) -> None:
+    # A crash often leaves its cause without a newline: it is the last line, complete as it will ever be.
+    cause = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    s = run(tmp_path / "x.log", *sh(f"echo '{BANNER}'; printf '{cause}'; exit 139"))
+    assert s["verdict"] == "failed" and s["failure"]["text"] == cause and s["failure"]["line_no"] == 2, s["failure"]

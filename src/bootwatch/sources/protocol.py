@@ -4,7 +4,7 @@ how to let it go. The session, the runner and every follower meet here (httpx's 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bootwatch.sources.container_state import Death
 
@@ -27,3 +27,11 @@ class Source(Protocol):
     async def aclose(self) -> None:
         """Stop reading and release what the source holds (a client process is reaped inside the loop)."""
         ...
+
+
+@runtime_checkable
+class Ends(Protocol):
+    """A source that can be told its writer is gone (the server `run` started has exited): it reads what is left,
+    hands on the partial last line too (a line that will never get its newline is complete), and ends."""
+
+    def end_of_input(self) -> None: ...
