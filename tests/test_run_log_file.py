@@ -49,3 +49,55 @@ def test_an_unterminated_last_line_is_analysed_once_the_server_is_gone(tmp_path:
     cause = "RuntimeError: CUDA error: an illegal memory access was encountered"
     s = run(tmp_path / "x.log", *sh(f"echo '{BANNER}'; printf '{cause}'; exit 139"))
     assert s["verdict"] == "failed" and s["failure"]["text"] == cause and s["failure"]["line_no"] == 2, s["failure"]
+
+
+BAR = (
+    "import os, sys, time\n"
+    "print({banner!r}, flush=True)\n"
+    "for i in range(4):\n"
+    "    sys.stderr.write(f'\\rLoading safetensors checkpoint shards: {{i * 25}}% Completed | {{i}}/4 [00:0{{i}}<00:04]')\n"
+    "    sys.stderr.flush()\n"
+    "    while not os.path.exists(os.path.join({d!r}, f'go{{i}}')):\n"
+    "        time.sleep(0.01)\n"
+    "sys.stderr.write('\\n')\n"
+    "print({ready!r}, flush=True)\n"
+)
+
+
+def test_each_redraw_of_a_progress_bar_is_seen_as_it_arrives(tmp_path: Path) -> None:
+    # The bar draws its next state only once the test has seen the last one in bootwatch's output: a reader that
+    # waits for the bar's newline (or for its next redraw) never shows it, and the test times out.
+    script = tmp_path / "tq.py"
+    script.write_text(BAR.format(banner=BANNER, ready=READY, d=str(tmp_path)))
+    proc = subprocess.Popen(
+        [
+            *BOOTWATCH,
+            "run",
+            "--log",
+            str(tmp_path / "tq.log"),
+            "--json",
+            "--timeout",
+            "15",
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        seen = []
+        for line in proc.stdout:
+            ev = json.loads(line)
+            if ev["event"] == "progress":
+                assert ev["line_no"] == 2
+                seen.append(ev["n"])
+                (tmp_path / f"go{ev['n']}").touch()
+            if ev["event"] == "summary":
+                break
+        assert ev["verdict"] == "ready" and ev["ready"]["line_no"] == 3
+        assert seen == [0, 1, 2, 3]  # each state once: a redraw is not taken for another
+    finally:
+        proc.kill()
+        proc.wait()

@@ -111,9 +111,12 @@ class Analyzer:
         self._ready: object = None  # the launch's ready record ready_log_t belongs to
 
     def feed(self, data: bytes, now: float | None = None) -> list[Event]:
-        """`data` holds complete lines (each ends with \\n)."""
+        """`data` holds complete lines (each ends with \\n), or the \\r-ended updates of the line still being written
+        (no \\n at all: see `_feed_updates`)."""
         if not data:
             return []
+        if not data.endswith(b"\n"):
+            return self._feed_updates(data, now)
         self.bytes_seen += len(data)
         if b"\x00" in data:
             self._note_nul_runs(data)
@@ -143,6 +146,15 @@ class Analyzer:
         self._note_tail(data, no)
         self._note_last(data, no - 1, now)
         return events
+
+    def _feed_updates(self, data: bytes, now: float | None) -> list[Event]:
+        """A progress bar's \\r redraws that arrived before its line ends: analysed now, on their arrival clock, as
+        part of line `next_no`; the rest of that line comes later with its newline and keeps the number."""
+        self.bytes_seen += len(data)
+        data = strip_ansi_bytes(drop_nuls(data))
+        if not self.tracker.wants_all_lines and not self.prefilter.line_starts(data + b"\n"):
+            return []
+        return self._line(self.next_no, data, now)
 
     def _note_nul_runs(self, data: bytes) -> None:
         """A run of NUL bytes is where a log was truncated under a writer, or where another process's appends begin

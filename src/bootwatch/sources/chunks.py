@@ -21,6 +21,8 @@ class LineChunker:
         self._tail = bytearray()  # the end of an over-long line, rolling
         self._long = False
         self._dropped = 0  # bytes of the current over-long line that were not kept
+        self._bar = False  # the line being written has had \r updates: it is a progress bar
+        self._shown = 0  # the head of the partial line already handed on by `current()`
         self.truncated_lines = 0
 
     def _grow(self, piece: bytes | memoryview) -> None:
@@ -53,9 +55,16 @@ class LineChunker:
         self._tail.clear()
         self._long = False
         self._dropped = 0
+        self._bar = False
         return line
 
     def push(self, data: bytes) -> bytes:
+        if self._shown and data:
+            # `current()` handed on the bar's state so far: if a redraw or the line's end comes next, it was
+            # complete and is not handed on again; if the bar's own bytes go on, it was cut, and goes again whole.
+            if data[:1] in (b"\r", b"\n"):
+                del self._partial[: self._shown]
+            self._shown = 0
         first = data.find(b"\n")
         if first < 0:
             self._grow(data)
@@ -67,6 +76,29 @@ class LineChunker:
         if first == last:
             return head + b"\n"
         return head + data[first : last + 1]
+
+    def updates(self) -> bytes:
+        """The \r-ended updates of the line still being written (a tqdm bar redrawing itself), taken out of the
+        held partial line: a live reader hands them on as they arrive, and the rest of the line follows with
+        its newline. b"" when there are none (or the line is over-long: its head and tail are kept instead)."""
+        if self._long:
+            return b""
+        cut = self._partial.rfind(b"\r")
+        if cut < 0:
+            return b""
+        out = bytes(self._partial[: cut + 1])
+        del self._partial[: cut + 1]
+        self._bar = True
+        return out
+
+    def current(self) -> bytes:
+        """A progress bar's latest state, after its last \r, handed on once the reader has read all there is (the
+        next redraw may be a shard's load away), with a \r after it as the updates have. Only for a line that is a
+        bar (it had \r updates): any other partial line waits for its newline."""
+        if not self._bar or self._long or self._shown or not self._partial:
+            return b""
+        self._shown = len(self._partial)
+        return bytes(self._partial) + b"\r"
 
     def flush(self) -> bytes:
         """End of input: the last line, even without a newline."""

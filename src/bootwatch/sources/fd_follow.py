@@ -98,6 +98,8 @@ class FdFollower:
                     for piece in pieces(chunker.push(block)):
                         yield piece
                         await turn()  # a stop signal acts between pieces, however fast the log grows
+                    if updates := chunker.updates():  # a progress bar's redraws, as they come
+                        yield updates
                 if os.fstat(self.fd).st_size < self.offset:
                     # Truncated in place (copytruncate): the server's appends start again at 0.
                     chunker = LineChunker()
@@ -110,6 +112,8 @@ class FdFollower:
                         if tail:
                             yield tail
                         return
+                    if state := chunker.current():  # a progress bar's state while it waits for its next redraw
+                        yield state
                     await self._wait()
         finally:
             self.close()

@@ -345,6 +345,8 @@ class FileFollower:
                         for piece in pieces(chunker.push(block)):
                             yield piece
                             await turn()
+                        if updates := chunker.updates():  # a progress bar's redraws, as they come
+                            yield updates
                         continue
                     # The writer closed the FIFO: its last line is complete. Open it again for the next writer
                     # (a FIFO whose writer is gone reads as closed forever).
@@ -372,6 +374,8 @@ class FileFollower:
                     for piece in pieces(chunker.push(block)):
                         yield piece
                         await turn()  # a stop signal acts between pieces, however fast the log grows
+                    if updates := chunker.updates():  # a progress bar's redraws, as they come
+                        yield updates
                 if self._replaced():
                     # Rotated or replaced: the old file has been read to its end; its last line is complete.
                     tail = chunker.flush()
@@ -383,6 +387,8 @@ class FileFollower:
                     self.note(f"{self.path} was replaced (rotated?); following the new file from its start")
                     continue
                 if not got:
+                    if state := chunker.current():  # a progress bar's state while it waits for its next redraw
+                        yield state
                     await self._wait()
         finally:
             self._close_fd()
