@@ -133,6 +133,27 @@ async def test_a_rewrite_with_the_same_head_is_a_continuation(tmp_path: Path) ->
         await r.close()
 
 
+async def test_a_truncation_right_after_a_rewrite_is_not_taken_for_a_proc_file(tmp_path: Path) -> None:
+    # Rewritten, read again from the start, then cut before the follower waits once: a real log, started over
+    # twice, not a file that reads past the size it reports (found by the model test).
+    log = tmp_path / "server.log"
+    log.write_bytes(numbered("first launch", 3))
+    r = Reader(log)
+    try:
+        assert len(await r.lines(3)) == 3
+        with log.open("r+b") as f:
+            f.truncate(0)
+            f.write(numbered("second launch", 5))
+        assert await r.lines(5) == numbered("second launch", 5).splitlines()  # the reader is between reads now
+        with log.open("r+b") as f:
+            f.truncate(0)
+            f.write(numbered("third", 1))
+        assert await r.lines(1) == [b"third line 1"]
+        assert r.follower.rewrites == 1 and r.follower.truncations == 1
+    finally:
+        await r.close()
+
+
 async def test_a_file_that_appears_late_is_announced_at_once_and_then_read(tmp_path: Path) -> None:
     log = tmp_path / "later" / "server.log"
     r = Reader(log)

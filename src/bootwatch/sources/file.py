@@ -138,7 +138,7 @@ class FileFollower:
         self._ident: tuple[int, int] | None = None
         self._head = b""  # the first bytes of the file as we read them: its fingerprint
         self._mark = b""  # the last bytes read, which end at self.offset: they change when the file is rewritten
-        self._restarted = False  # started over at 0 since the last wait (a second time in a row: a pseudo file)
+        self._past_size = 0  # reads in a row that ended past the size the file reports (twice: a pseudo file)
         self._writer_seen = False  # a FIFO: has a writer opened it since we did?
 
     def _places(self) -> dict[Path, set[str]]:
@@ -190,7 +190,6 @@ class FileFollower:
     async def _wait(self) -> None:
         if self._watch_task is None and self.events:
             self._watch_task = asyncio.create_task(self._watch())
-        self._restarted = False
         await wait_event(self._wake, self.poll_s)
         self._wake.clear()
 
@@ -268,13 +267,6 @@ class FileFollower:
 
     def _start_over(self, why: str) -> None:
         assert self._fd is not None
-        if self._restarted:
-            # Started over, read, and again shorter than what was read, with no wait in between: not a log
-            # being cut but a file that reports a smaller size than it yields. Following it would spin.
-            raise UsageError(
-                f"{self.path}: reports a size smaller than what it holds (a /proc or /sys file?): it cannot be followed"
-            )
-        self._restarted = True
         if why == "truncated":
             self.truncations += 1
             self.note(f"{self.path} was truncated; reading it again from its start")
@@ -287,6 +279,20 @@ class FileFollower:
     def _read(self) -> bytes:
         assert self._fd is not None
         block = os.read(self._fd, READ_SIZE)
+        if block:
+            # A regular file never yields more than its size (an append grows the size first); one that does, read
+            # after read, reports a smaller size than it holds, and would be "truncated" and read again forever. Two
+            # in a row: a log cut by a writer between our read and the fstat just after it is a microsecond's race,
+            # and a log cut twice in a row before we wait (rewritten, then truncated) is no such file.
+            if self.offset + len(block) > os.fstat(self._fd).st_size:
+                self._past_size += 1
+                if self._past_size > 1:
+                    raise UsageError(
+                        f"{self.path}: reports a size smaller than what it holds (a /proc or /sys file?): "
+                        "it cannot be followed"
+                    )
+            else:
+                self._past_size = 0
         if block and len(self._head) < FINGERPRINT and self.offset == len(self._head):
             self._head += block[: FINGERPRINT - len(self._head)]
         self.offset += len(block)
