@@ -205,6 +205,29 @@ def test_binary_files_are_refused_whatever_their_bytes(tmp_path: Path) -> None:
         assert p.returncode == 2 and "binary data" in p.stderr, (name, p.stderr)
 
 
+@pytest.mark.parametrize("run_of", ["nul", "z", "sparse"])
+def test_the_banner_after_an_over_long_run_without_a_newline_is_read(tmp_path: Path, run_of: str) -> None:
+    # A run longer than a line may be (1 MiB) glued to the banner: copytruncate's NUL hole, a file's sparse hole,
+    # any bytes with no newline. The run is cut and the banner after it read as the line it is.
+    src = (
+        "INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1\n"
+        + "".join(f"INFO 11-18 17:10:47 loader.py:1] loading part {i}\n" for i in range(30))
+        + "INFO:     Application startup complete.\n"
+    ).encode()
+    log = tmp_path / "long-run.log"
+    with log.open("wb") as f:
+        if run_of == "sparse":
+            f.seek(256 << 20)
+        else:
+            f.write((b"\0" if run_of == "nul" else b"z") * ((1 << 20) + 1))
+        f.write(src)
+    for how in ([], ["--exhaustive"]):
+        p = run("report", "--json", *how, str(log))
+        assert p.returncode == 0, p.stderr
+        s = json.loads(p.stdout)
+        assert s["verdict"] == "ready" and s["engine"] == "vllm" and s["ready"]["line_no"] == 32, (how, s["verdict"])
+
+
 def test_random_bytes_are_still_refused_as_binary(tmp_path: Path) -> None:
     import random
 

@@ -11,6 +11,9 @@ READ_SIZE = 1 << 20
 PIECE = 16 << 10
 MAX_LINE = 1 << 20  # a line longer than this keeps only its head and tail
 KEEP = 64 << 10
+# A run of one byte this long at the start of a cut line's kept tail is the filler that made the line over-long
+# (copytruncate's NUL hole, a run of '=' or of anything with no newline): the tail starts after it.
+FILL = 1 << 10
 
 
 class LineChunker:
@@ -46,9 +49,13 @@ class LineChunker:
     def _take_line(self) -> bytes:
         if self._long:
             self.truncated_lines += 1
-            line = (
-                bytes(self._partial) + f" [... bootwatch cut {self._dropped} bytes ...] ".encode() + bytes(self._tail)
-            )
+            tail = bytes(self._tail)
+            run = len(tail) - len(tail.lstrip(tail[:1]))
+            if run >= FILL:
+                tail, self._dropped = tail[run:], self._dropped + run
+            # The tail is a segment of its own (what a \r redraw is): the message that ends the run (the banner
+            # after a NUL hole, a bar's latest state) is read as a line from its start, as it would be after 300 KB.
+            line = bytes(self._partial) + f" [... bootwatch cut {self._dropped} bytes ...]\r".encode() + tail
         else:
             line = bytes(self._partial)
         self._partial.clear()
