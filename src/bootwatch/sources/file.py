@@ -272,7 +272,9 @@ class FileFollower:
             self.note(f"{self.path} was truncated; reading it again from its start")
         else:
             self.rewrites += 1
-            self.note(f"{self.path} was rewritten in place (the bytes read before changed); reading it again from its start")
+            self.note(
+                f"{self.path} was rewritten in place (the bytes read before changed); reading it again from its start"
+            )
         os.lseek(self._fd, 0, os.SEEK_SET)
         self.offset, self._head, self._mark = 0, b"", b""
 
