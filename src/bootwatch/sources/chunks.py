@@ -1,4 +1,5 @@
-"""Cut a byte stream into chunks of complete lines, with memory bounded whatever the line lengths."""
+"""Cut a byte stream into chunks of complete lines, with memory bounded whatever the line lengths. A live reader
+also hands on a \r progress bar's redraws before its newline (`updates`, `current`): chunks without a \n."""
 
 from __future__ import annotations
 

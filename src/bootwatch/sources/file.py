@@ -1,8 +1,9 @@
 """Follow a log file like `tail -F`: it may not exist yet, may be truncated, rewritten, rotated or replaced.
 
 New data is noticed through inotify (asyncinotify) and, as a fallback where events do not arrive (NFS,
-some container mounts), by a stat poll. Only complete lines are handed on; a partial last line waits
-for its newline.
+some container mounts), by a stat poll; a symlink is watched in its target's directory too. Only complete
+lines are handed on, and a \r progress bar's redraws (LineChunker.updates/current); any other partial last
+line waits for its newline.
 
 A file is known by its device and inode *and* by two blocks of its bytes: its first ones (up to FINGERPRINT
 of them, as Vector does) and the last ones we read, just before the offset we hold. A log truncated and

@@ -18,7 +18,10 @@ class Source(Protocol):
         """Bytes handed over so far: the session's measure of output when no line has reached a rule."""
         ...
 
-    def chunks(self) -> AsyncIterator[bytes]: ...
+    def chunks(self) -> AsyncIterator[bytes]:
+        """Chunks that end with a \\n; a file follower may also hand on a progress bar's \\r redraws (no \\n at all),
+        which the analyzer takes as part of the line still being written."""
+        ...
 
     def death(self) -> Death | None:
         """The server's death as the source saw it (a container that exited, a unit that failed), or None."""
