@@ -320,3 +320,14 @@ def test_wrapper_gate_lets_through_every_line_a_wrapper_pattern_matches(bits: li
     each = [w.pattern for w in prefixes.TABLE.wrappers]
     if any(p.match(text) for p in each):
         assert prefixes._ANY_WRAP.match(text) is not None
+
+
+def test_a_line_is_decoded_as_the_encoding_it_is_in() -> None:
+    from bootwatch.sources.encoding import decode_line
+
+    zh = "加载模型权重 第3部分 完成"
+    assert decode_line(f"INFO loader.py:1] {zh}".encode("gbk")) == f"INFO loader.py:1] {zh}"
+    assert decode_line("Modèle chargé — prêt".encode("cp1252")) == "Modèle chargé — prêt"
+    assert decode_line(b"caf\xe9 \x81") == "caf\xe9 \x81"  # cp1252 leaves 0x81 unmapped: Latin-1 then
+    cut = f"INFO {zh}".encode()[:-1]  # UTF-8 cut inside its last character: UTF-8 still, one U+FFFD
+    assert decode_line(cut) == f"INFO {zh[:-1]}\ufffd"
