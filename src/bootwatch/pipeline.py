@@ -266,11 +266,17 @@ def analyze_file(
     complete_only: bool = False,  # noqa: ANN001 - binary file
     clock: Callable[[], float] | None = None,
 ) -> tuple[int, int]:
-    """Feed the rest of `f` to `analyzer`; returns (bytes fed, over-long lines cut).
+    """Feed the rest of `f` to `analyzer`; returns (bytes of the file read, over-long lines cut).
 
-    `complete_only` leaves a partial last line unread (a live file may still be writing it); `clock` gives the
-    arrival time of each chunk for a live analyzer.
+    `complete_only` leaves a partial last line unread (a live file may still be writing it): the bytes read end
+    where it begins, which is where a follower resumes. They are the file's bytes, not the ones fed: an
+    over-long line is fed cut, a UTF-16 file as UTF-8. `clock` gives the arrival time of each chunk for a live
+    analyzer.
     """
+    try:
+        begin: int | None = f.tell()
+    except (OSError, ValueError):  # a FIFO or standard input: read as a stream
+        begin = None
     chunker = LineChunker()
     fed = 0
     first = True
@@ -294,6 +300,10 @@ def analyze_file(
         tail = chunker.flush()
         fed += len(tail)
         analyzer.feed(tail, clock() if clock else None)
+        return fed, chunker.truncated_lines
+    if begin is not None:
+        held, size = chunker.held()
+        return f.tell() - begin - reader.source_size(held, size), chunker.truncated_lines
     return fed, chunker.truncated_lines
 
 

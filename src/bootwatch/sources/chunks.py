@@ -85,6 +85,12 @@ class LineChunker:
             return head + b"\n"
         return head + data[first : last + 1]
 
+    def held(self) -> tuple[bytes, int]:
+        """The partial last line as held (an over-long one's head), and how many bytes of input it stands for
+        (its dropped middle and rolling tail included): where a reader that stops here must resume."""
+        size = len(self._partial) + (len(self._tail) + self._dropped if self._long else 0)
+        return bytes(self._partial), size
+
     def updates(self) -> bytes:
         """The \r-ended updates of the line still being written (a tqdm bar redrawing itself), taken out of the
         held partial line: a live reader hands them on as they arrive, and the rest of the line follows with

@@ -40,6 +40,15 @@ class Utf8Reader:
     def read(self, n: int) -> bytes:
         return self.convert(self._f.read(n))
 
+    def source_size(self, held: bytes, size: int) -> int:
+        """How many bytes of the file `size` bytes of UTF-8 output stand for (`held`: those bytes, or their head),
+        counting what the decoder holds of a character not complete yet."""
+        if self._decoder is None:
+            return size
+        ratio = len(held.decode("utf-8", "replace").encode(self.encoding)) / len(held) if held else 1.0
+        waiting = self._decoder.getstate()[0]
+        return round(size * ratio) + len(waiting if isinstance(waiting, bytes) else b"")
+
     def convert(self, block: bytes) -> bytes:
         """The next raw block (b"" at the end) as UTF-8."""
         if self._first:
