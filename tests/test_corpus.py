@@ -24,7 +24,6 @@ KNOWN_MISSES = {
     "aphrodite/v0.4.2-langchain-offline-llm-tp4-ray-mythalion-13b-gpu-blocks-ready": "an offline engine used as a library (no server): its last init line is readiness by the corpus's convention; no rule says so yet",
     "dynamo/1.4.0-frontend-file-discovery-background-job-cat-log-http-service-ready": "Dynamo's frontend with file discovery: its HTTP service line is not read as readiness yet",
     "dynamo/k8s-vllm-decode-worker-model-express-system-http-9090-bait-vllmworker-initialized": "a Dynamo worker over vLLM whose lines read as TGI's tracing format; its 'VllmWorker ... initialized' line is not known",
-    "llamacpp/2026-cuda-4x-a6000-qwen35-35b-two-appended-launches-8081-then-8080-both-ready": "two llama-server launches appended to one file: the second's banner does not begin a new launch",
     "lmdeploy/slurm-qwen3-vl-turbomind-config-check-attributeerror-hidden-size-fragment": "LMDeploy's own untimed logger format (`lmdeploy - ERROR - file.py:N - `) is not a known prefix yet",
     "localai/v1.24.1-langchain-chroma-example-docker-logs-fiber-banner-ready-dify-doc": "ready at the banner's Fiber line, one below the top border the label takes (as the corpus's other LocalAI miss)",
     "mistralrs/v0.7.1-alpha-rust-crate-example-cpu-qwen3-4b-isq-q4k-5min-load-dummy-run-completed": "mistral.rs used as a Rust crate (no server): 'Dummy run completed' is not read as readiness",
