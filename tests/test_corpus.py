@@ -26,7 +26,6 @@ KNOWN_MISSES = {
     "dynamo/k8s-vllm-decode-worker-model-express-system-http-9090-bait-vllmworker-initialized": "a Dynamo worker over vLLM whose lines read as TGI's tracing format; its 'VllmWorker ... initialized' line is not known",
     "lmdeploy/slurm-qwen3-vl-turbomind-config-check-attributeerror-hidden-size-fragment": "LMDeploy's own untimed logger format (`lmdeploy - ERROR - file.py:N - `) is not a known prefix yet",
     "localai/v1.24.1-langchain-chroma-example-docker-logs-fiber-banner-ready-dify-doc": "ready at the banner's Fiber line, one below the top border the label takes (as the corpus's other LocalAI miss)",
-    "mistralrs/v0.7.1-alpha-rust-crate-example-cpu-qwen3-4b-isq-q4k-5min-load-dummy-run-completed": "mistral.rs used as a Rust crate (no server): 'Dummy run completed' is not read as readiness",
     "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "Ollama 0.1.32's GIN debug route dump and relayed JSON runner lines: the model load's readiness is not seen",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",

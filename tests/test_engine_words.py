@@ -21,6 +21,19 @@ def real(name: str) -> str:
     return "\n".join(x for x in lines if not x.startswith("# ")) + "\n"
 
 
+def group(name: str, source: str) -> str:
+    """The lines of one `# source:` group of a real-lines fixture (the group whose source line holds `source`)."""
+    out: list[str] = []
+    inside = False
+    for x in (FIXTURES / "real_lines" / f"{name}.log").read_text("utf-8").splitlines():
+        if x.startswith("# "):
+            inside = x.startswith("# source:") and source in x
+        elif inside:
+            out.append(x)
+    assert out, f"no group {source!r} in {name}"
+    return "\n".join(out) + "\n"
+
+
 def report(tmp_path: Path, text: str) -> dict:
     log = tmp_path / "server.log"
     log.write_text(text)
@@ -96,3 +109,25 @@ def test_a_client_failure_after_a_generic_readiness_is_not_a_failed_start(tmp_pa
     s = report(tmp_path, text)
     assert s["verdict"] == "ready", s
     assert s["ready"]["line_no"] == 4
+
+
+def test_mistralrs_used_as_a_crate_is_ready_when_its_dummy_run_completes(tmp_path: Path) -> None:
+    # No server: a Rust program builds MistralRs itself, whose dummy run is the last step before requests.
+    s = report(tmp_path, group("mistralrs", "a program embedding mistral.rs"))
+    assert s["engine"] == "mistralrs" and s["verdict"] == "ready", s
+    assert s["ready"]["text"].startswith("Dummy run completed in 133.91")
+
+
+def test_a_mistralrs_server_is_not_ready_at_its_dummy_run(tmp_path: Path) -> None:
+    # The server logs "Model loaded." before the same dummy run: it still has to bind its API port (the MCP
+    # server's line after it is not that). A server's first lines (one user's), then the end of a load (another's).
+    s = report(tmp_path, group("mistralrs", "issue #1699") + group("mistralrs", "issue #1555"))
+    assert s["engine"] == "mistralrs" and s["verdict"] == "incomplete", s
+
+
+def test_mistralrs_is_known_by_its_device_map_before_the_server_says_model_loaded(tmp_path: Path) -> None:
+    # Since 0.7 the server's own first lines are debug-level: the device mapper's line (server and crate alike)
+    # is what names the engine before "Model loaded." (which then marks it a server, not ready at its dummy run).
+    text = group("mistralrs", "a program embedding mistral.rs").splitlines()
+    s = report(tmp_path, "\n".join(text[:2]) + "\n" + group("mistralrs", "issue #1555"))
+    assert s["engine"] == "mistralrs" and s["verdict"] == "incomplete", s
