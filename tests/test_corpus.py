@@ -21,7 +21,6 @@ KNOWN_MISSES = {
     "lmdeploy/turbomind-2024-08-intern-studio-internlm25-1.8b-shell-continuation-ready": "labelled ready at uvicorn's bind; the corpus' other LMDeploy labels (and the rule) take 'Application startup complete.' two lines before",
     "localai/docker-compose-2023-04-fiber-v2.44-gpt4all-j-exits-on-first-request-ready": "ready at the banner's Fiber line, one below the top border the label takes: nothing before the border names LocalAI",
     "vllm/v0.8.3-4090d-r1-distill-qwen-1.5b-no-uvicorn-lines-then-shutdown-ready": "no uvicorn lines: ready at the first stats line, which the running HTTP app logs; the label takes 'Starting vLLM API server' before it, which an address in use can still follow",
-    "aphrodite/v0.4.2-langchain-offline-llm-tp4-ray-mythalion-13b-gpu-blocks-ready": "an offline engine used as a library (no server): its last init line is readiness by the corpus's convention; no rule says so yet",
     "dynamo/1.4.0-frontend-file-discovery-background-job-cat-log-http-service-ready": "Dynamo's frontend with file discovery: its HTTP service line is not read as readiness yet",
     "dynamo/k8s-vllm-decode-worker-model-express-system-http-9090-bait-vllmworker-initialized": "a Dynamo worker over vLLM whose lines read as TGI's tracing format; its 'VllmWorker ... initialized' line is not known",
     "lmdeploy/slurm-qwen3-vl-turbomind-config-check-attributeerror-hidden-size-fragment": "LMDeploy's own untimed logger format (`lmdeploy - ERROR - file.py:N - `) is not a known prefix yet",

@@ -67,6 +67,9 @@ class Rule:
     draft: bool = False  # phase: it is the draft model's (speculative decoding)
     unless: str | None = None  # ready: not when this flag is set
     needs: str | None = None  # ready: only once this flag is set (a line that means ready only after another)
+    # ready: the line proves readiness came before it (an offline engine's first request): the launch was ready at
+    # its last phase line before this one
+    back: bool = False
     first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
     message: str | None = None  # warning: what to tell the user
     weight: int = 1  # detect: when several engines' signs are on one line, the heaviest wins
@@ -215,6 +218,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "draft": bool,
     "needs": str,
     "first_only": bool,
+    "back": bool,
     "fields": str,
     "cause": str,
     "fix": str,
@@ -320,6 +324,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     unless=e.get("unless"),
                     needs=e.get("needs"),
                     first_only=bool(e.get("first_only", False)),
+                    back=bool(e.get("back", False)),
                     message=e.get("message"),
                     weight=int(e.get("weight", 1)),
                     levels=tuple(e.get("levels", ())),

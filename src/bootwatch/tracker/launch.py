@@ -44,6 +44,9 @@ class Launch:
     # Errors the server logged that no rule knows: only the latest matter (they explain a death that follows).
     error_lines: deque[Candidate] = field(default_factory=lambda: deque(maxlen=32))
     dying: int | None = None  # line of the first evidence of death before ready
+    # The latest line a phase or progress rule took, with its clock then (the decision's and the log's): where a
+    # `back` ready rule dates readiness (an offline engine's first request proves its initialisation had ended)
+    last_step: tuple[Line, float | None, float | None] | None = None
     # A cause_next rule's line (its category, its number): the line after it is its message (a Rust panic's).
     cause_next: tuple[str | None, int] | None = None
     dying_after_ready: int | None = None
@@ -68,11 +71,12 @@ class Launch:
             return True
         return any(p.name not in ("start", "config") for p in self.phases)
 
-    def close_phase(self, no: int, t: float | None) -> None:
+    def close_phase(self, no: int, t: float | None, log_t: float | None = None) -> None:
+        """`log_t`: the log's clock at line `no` when that is not the latest line (default: the latest's)."""
         cur = self.current
         if cur is not None and cur.end_line is None:
-            cur.end_line, cur.end_t, cur.end_log_t = no, t, self.last_log_t
+            cur.end_line, cur.end_t, cur.end_log_t = no, t, self.last_log_t if log_t is None else log_t
 
-    def open_phase(self, phase: Phase) -> None:
-        phase.start_log_t = self.last_log_t
+    def open_phase(self, phase: Phase, log_t: float | None = None) -> None:
+        phase.start_log_t = self.last_log_t if log_t is None else log_t
         self.phases.append(phase)
