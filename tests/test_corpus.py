@@ -29,7 +29,6 @@ KNOWN_MISSES = {
     "tabbyapi/exllamav3-0.0.7-tp-glm45-air-uv-arg-error-bait-parser-warning-uvicorn-ready": "a launcher's (uv's) argument error on line 1 fails the launch although the server then starts",
     "tgi/tgi-gaudi-1.2.1-docker-t-model-id-env-unset-clap-missing-value-exit-2": "clap's missing-value error behind docker's --timestamps stamp, with no TGI line before it, is not read",
     "tgi/v0.9-compose-starcoder-cpu-flash-import-warn-bait-shard-signal9-failed": "a traceback the shard only warned with is taken over the later SIGKILL (as the older TGI miss)",
-    "vllm/v0.22.0-gemma4-e4b-sleep-mode-ctrl-c-during-engine-init-keyboardinterrupt": "Ctrl-C during engine init: the label takes the API server's first KeyboardInterrupt line, bootwatch the engine core's last",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
