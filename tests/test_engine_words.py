@@ -11,7 +11,7 @@ import pytest
 
 from bootwatch.pipeline import analyze_path
 
-from .conftest import FIXTURES
+from .conftest import CORPUS, FIXTURES
 
 UNKNOWN = "engine unknown, ready by its own listening line"
 
@@ -131,3 +131,14 @@ def test_mistralrs_is_known_by_its_device_map_before_the_server_says_model_loade
     text = group("mistralrs", "a program embedding mistral.rs").splitlines()
     s = report(tmp_path, "\n".join(text[:2]) + "\n" + group("mistralrs", "issue #1555"))
     assert s["engine"] == "mistralrs" and s["verdict"] == "incomplete", s
+
+
+LOCALAI_COMPOSE = CORPUS / "localai" / "docker-compose-2023-04-fiber-v2.44-gpt4all-j-exits-on-first-request-ready.log"
+
+
+def test_only_the_line_just_before_is_judged_again(tmp_path: Path) -> None:
+    # LocalAI's top border is judged again as its readiness when the next line names LocalAI
+    # (test_rules_other_engines); a line between the border and the line that names the engine: the border is no longer the banner's start.
+    lines = LOCALAI_COMPOSE.read_text("utf-8").split("\n")
+    s = report(tmp_path, "\n".join([*lines[:3], "localai-api-1  | loading", *lines[3:]]))
+    assert s["verdict"] == "ready" and "Fiber v2.44.0" in s["ready"]["text"], s

@@ -47,6 +47,10 @@ class Launch:
     # The latest line a phase or progress rule took, with its clock then (the decision's and the log's): where a
     # `back` ready rule dates readiness (an offline engine's first request proves its initialisation had ended)
     last_step: tuple[Line, float | None, float | None] | None = None
+    # The latest non-blank line the tracker saw (the prefilter skips lines no rule matches), its rule hits and clock:
+    # judged again for readiness when the engine turns out to be another one at the next line (a banner whose
+    # second line names the server)
+    prev: tuple[Line, list[Rule], float | None, float | None] | None = None
     # A cause_next rule's line (its category, its number): the line after it is its message (a Rust panic's).
     cause_next: tuple[str | None, int] | None = None
     dying_after_ready: int | None = None

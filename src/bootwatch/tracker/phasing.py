@@ -74,9 +74,9 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
             # This line proves readiness came before it (an offline engine's first request): the last step of
             # its startup was readiness.
             line, t, log_t = launch.last_step
-            _ready(launch, line, t, ctx.events, r.message, log_t)
+            mark_ready(launch, line, t, ctx.events, r.message, log_t)
         else:
-            _ready(launch, ctx.line, ctx.t, ctx.events, r.message)
+            mark_ready(launch, ctx.line, ctx.t, ctx.events, r.message)
         return
 
 
@@ -153,7 +153,7 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
     cancel_candidates(launch, line.proc)
 
 
-def _ready(
+def mark_ready(
     launch: Launch, line: Line, t: float | None, ev: list[Event], how: str | None = None, log_t: float | None = None
 ) -> None:
     """`log_t`: the log's clock at `line` when it is an earlier line than the latest (a `back` rule's)."""
