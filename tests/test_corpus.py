@@ -26,7 +26,6 @@ KNOWN_MISSES = {
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
     "tabbyapi/exllamav3-0.0.7-tp-glm45-air-uv-arg-error-bait-parser-warning-uvicorn-ready": "a launcher's (uv's) argument error on line 1 fails the launch although the server then starts",
-    "tgi/tgi-gaudi-1.2.1-docker-t-model-id-env-unset-clap-missing-value-exit-2": "clap's missing-value error behind docker's --timestamps stamp, with no TGI line before it, is not read",
     "tgi/v0.9-compose-starcoder-cpu-flash-import-warn-bait-shard-signal9-failed": "a traceback the shard only warned with is taken over the later SIGKILL (as the older TGI miss)",
 }
 KNOWN_ENGINE_MISSES = {
@@ -40,7 +39,6 @@ KNOWN_ENGINE_MISSES = {
     "ollama/python-m-ollama-pip-client-package-no-main-one-line-failed": "one Python line: `python -m ollama` on the client package names no server",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "the mini load balancer's lines are SGLang's: read as SGLang, not its router",
     "sglang_router/custom-start-router-py-argparse-invalid-policy-choice": "a custom start_router.py's argparse error names no engine",
-    "tgi/tgi-gaudi-1.2.1-docker-t-model-id-env-unset-clap-missing-value-exit-2": "one clap error line names no engine",
 }
 
 

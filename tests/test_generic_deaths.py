@@ -192,6 +192,8 @@ def test_ggml_backend_error_then_go_sigabrt(tmp_path: Path) -> None:
         "error: unexpected argument '--version' found",
         "flag provided but not defined: -auto-allow",
         "Error: unknown flag: --ca-file",
+        "error: a value is required for '--model-id <MODEL_ID>' but none was supplied",
+        "error: the following required arguments were not provided:",
     ],
 )
 def test_an_argument_refusal_is_the_cause_with_no_banner(tmp_path: Path, refusal: str) -> None:
