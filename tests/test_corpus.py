@@ -25,7 +25,6 @@ KNOWN_MISSES = {
     "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "Ollama 0.1.32's GIN debug route dump and relayed JSON runner lines: the model load's readiness is not seen",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
-    "tabbyapi/exllamav3-0.0.7-tp-glm45-air-uv-arg-error-bait-parser-warning-uvicorn-ready": "a launcher's (uv's) argument error on line 1 fails the launch although the server then starts",
     "tgi/v0.9-compose-starcoder-cpu-flash-import-warn-bait-shard-signal9-failed": "a traceback the shard only warned with is taken over the later SIGKILL (as the older TGI miss)",
 }
 KNOWN_ENGINE_MISSES = {

@@ -142,3 +142,11 @@ def test_only_the_line_just_before_is_judged_again(tmp_path: Path) -> None:
     lines = LOCALAI_COMPOSE.read_text("utf-8").split("\n")
     s = report(tmp_path, "\n".join([*lines[:3], "localai-api-1  | loading", *lines[3:]]))
     assert s["verdict"] == "ready" and "Fiber v2.44.0" in s["ready"]["text"], s
+
+
+def test_a_wrappers_argument_error_before_tabbyapi_starts_is_not_its_failure(tmp_path: Path) -> None:
+    # uv refuses an argument of the start script's, which then starts the server anyway ("Starting TabbyAPI...").
+    text = "error: unexpected argument '-V' found\nUsage: uv pip [OPTIONS] <COMMAND>\n\n" + real("tabbyapi")
+    s = report(tmp_path, text)
+    assert s["engine"] == "tabbyapi" and s["verdict"] == "ready" and s["failure"] is None, s
+    assert s["launches"] == 2
