@@ -16,7 +16,6 @@ from .corpus_scoring import judge
 KNOWN_MISSES = {
     "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
-    "tgi/v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill": "a traceback the shard only warned with is taken over the later unexplained SIGKILL",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
     "lmdeploy/turbomind-2024-08-intern-studio-internlm25-1.8b-shell-continuation-ready": "labelled ready at uvicorn's bind; the corpus' other LMDeploy labels (and the rule) take 'Application startup complete.' two lines before",
     "vllm/v0.8.3-4090d-r1-distill-qwen-1.5b-no-uvicorn-lines-then-shutdown-ready": "no uvicorn lines: ready at the first stats line, which the running HTTP app logs; the label takes 'Starting vLLM API server' before it, which an address in use can still follow",
@@ -25,7 +24,6 @@ KNOWN_MISSES = {
     "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "Ollama 0.1.32's GIN debug route dump and relayed JSON runner lines: the model load's readiness is not seen",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
-    "tgi/v0.9-compose-starcoder-cpu-flash-import-warn-bait-shard-signal9-failed": "a traceback the shard only warned with is taken over the later SIGKILL (as the older TGI miss)",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",

@@ -9,6 +9,8 @@ import pytest
 
 from bootwatch.pipeline import analyze_path
 
+from .conftest import CORPUS
+
 START = "INFO 08-12 10:11:12 [api_server.py:12] vLLM API server version 0.6.3\nLoading model weights\n"
 SGLANG_START = (
     "[2025-05-01 05:11:17] server_args=ServerArgs(model_path='m')\n[2025-05-01 05:11:17] Load weight begin.\n"
@@ -299,3 +301,18 @@ def test_the_gguf_readers_tensor_line_beats_the_loaders_generic_error(tmp_path: 
     assert s["verdict"] == "failed" and s["engine"] == "llamacpp", s
     assert s["failure"]["text"] == "gguf_init_from_file_impl: tensor 'output.weight' has invalid ggml type 142 (NONE)"
     assert s["failure"]["category"] == "weights"
+
+
+def test_a_traceback_logged_with_a_harmless_warning_is_not_a_failure(tmp_path: Path) -> None:
+    # TGI 0.8 warns "Could not import Flash Attention enabled models" with its exception (loguru's "> File" frame)
+    # and goes on loading: the shard is later SIGKILLed (host OOM), which is the cause, not the ImportError.
+    log = CORPUS / "tgi" / "v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill.log"
+    lines = log.read_text("utf-8").split("\n")
+    upto = next(i for i, x in enumerate(lines) if "Waiting for shard 0 to be ready" in x)
+    head = tmp_path / "head.log"
+    head.write_text("\n".join(lines[: upto + 1]) + "\n")
+    assert analyze_path(head)["verdict"] == "incomplete"
+    s = analyze_path(log)
+    assert s["verdict"] == "failed" and s["failure"]["text"].startswith(
+        "Shard process was signaled to shutdown with signal 9"
+    )

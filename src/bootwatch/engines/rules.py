@@ -70,6 +70,7 @@ class Rule:
     # ready: the line proves readiness came before it (an offline engine's first request): the launch was ready at
     # its last phase line before this one
     back: bool = False
+    traceback: bool = False  # benign: the line is logged with its exception; the traceback right below it is its
     first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
     message: str | None = None  # warning: what to tell the user
     weight: int = 1  # detect: when several engines' signs are on one line, the heaviest wins
@@ -219,6 +220,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "needs": str,
     "first_only": bool,
     "back": bool,
+    "traceback": bool,
     "fields": str,
     "cause": str,
     "fix": str,
@@ -325,6 +327,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     needs=e.get("needs"),
                     first_only=bool(e.get("first_only", False)),
                     back=bool(e.get("back", False)),
+                    traceback=bool(e.get("traceback", False)),
                     message=e.get("message"),
                     weight=int(e.get("weight", 1)),
                     levels=tuple(e.get("levels", ())),

@@ -44,6 +44,10 @@ class Launch:
     # Errors the server logged that no rule knows: only the latest matter (they explain a death that follows).
     error_lines: deque[Candidate] = field(default_factory=lambda: deque(maxlen=32))
     dying: int | None = None  # line of the first evidence of death before ready
+    benign_at: int | None = None  # the latest line a benign rule called harmless, logged with its exception
+    # Tracebacks (by their header's line) printed right below a benign line: the warning's own, logged with its
+    # exception (TGI's "Could not import Flash Attention enabled models"), which the process survived
+    warned_tracebacks: set[int] = field(default_factory=set)
     # The latest line a phase or progress rule took, with its clock then (the decision's and the log's): where a
     # `back` ready rule dates readiness (an offline engine's first request proves its initialisation had ended)
     last_step: tuple[Line, float | None, float | None] | None = None
