@@ -47,7 +47,7 @@ def report(tmp_path: Path, text: str) -> dict:
         ("mlx_lm", "Starting httpd at "),
         ("lmstudio", "Success! HTTP server listening on port 1234"),
         ("triton", "Started HTTPService at 0.0.0.0:8000"),
-        ("dynamo", 'added model model_name="openai/gpt-oss-120b"'),
+        ("dynamo", 'Starting HTTP(S) service protocol="HTTP" address="0.0.0.0:8000"'),
         ("sglang_router", "Router ready | workers: []"),
         ("koboldcpp", "Please connect to custom endpoint at http://"),
         ("tabbyapi", "Uvicorn running on http://10.1.1.10:8080"),
