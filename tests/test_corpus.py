@@ -29,9 +29,7 @@ KNOWN_ENGINE_MISSES = {
     "uvicorn/llama-cpp-python-cpu-qwen36-35b-a3b-q2k-uvicorn-running-ready-head-tail-excerpt": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",
     "vllm/nim-1.0-gke-l4-cloud-assist-log-view-cut-mid-engine-init-incomplete": "NIM 1.0 starts TensorRT-LLM's runtime before vLLM; the view is cut before vLLM's engine line",
     "sglang/v0.5.6-killed-right-after-launch-single-jit-line": "a single JIT line before the kill names no engine",
-    "ollama/python-m-ollama-pip-client-package-no-main-one-line-failed": "one Python line: `python -m ollama` on the client package names no server",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "the mini load balancer's lines are SGLang's: read as SGLang, not its router",
-    "sglang_router/custom-start-router-py-argparse-invalid-policy-choice": "a custom start_router.py's argparse error names no engine",
 }
 
 
