@@ -15,8 +15,8 @@ from bootwatch.engines.rules import Rule, RuleBook
 from bootwatch.lines import Line
 from bootwatch.tracker.context import LineContext
 from bootwatch.tracker.evidence import judge
-from bootwatch.tracker.phasing import mark_ready
 from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.phasing import mark_ready
 
 if TYPE_CHECKING:
     from bootwatch.tracker.tracker import Tracker
