@@ -148,6 +148,19 @@ def test_traceback_frames_keep_their_indentation() -> None:
     assert line.text.startswith("  File")
 
 
+def test_a_paste_indented_by_a_list_item_is_read_past_its_indentation() -> None:
+    # localai/v1.24.1-langchain-chroma-example-docker-logs-fiber-banner-ready-dify-doc.log: a docs page's
+    # numbered step indents the whole `docker logs` output by three spaces (markdown lists nest by two or three)
+    a = one("   7:16AM INF Starting LocalAI using 4 threads, with models path: /models")
+    assert (a.text, a.level, a.fmt) == (
+        "Starting LocalAI using 4 threads, with models path: /models",
+        "INFO",
+        "zerolog",
+    )
+    b = one("  2025-07-08 11:20:26,869 - lmdeploy - WARNING - __init__.py:10 - Disable DLSlime Backend")
+    assert (b.text, b.level) == ("Disable DLSlime Backend", "WARNING")
+
+
 @given(st.text(max_size=300))
 def test_normalizer_never_raises(text: str) -> None:
     for line in Normalizer(2025).lines(1, text):
