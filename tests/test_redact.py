@@ -87,3 +87,10 @@ def test_long_hostile_lines_take_linear_time(line: str) -> None:
     t = time.perf_counter()
     redact(line)
     assert time.perf_counter() - t < 2.0
+
+
+def test_a_flag_and_an_assignment_on_one_line_are_both_masked() -> None:
+    # The re-check harness found it: the multi-key flag's words stopped at the TGI form's quote and left its value.
+    line = 'RuntimeError: startup failed with --api_key K and api_key: Some("TgiS3cretKeyVal")'
+    out = redact(line)
+    assert "TgiS3cretKeyVal" not in out and " K " not in out, out

@@ -134,8 +134,10 @@ def redact(s: str) -> str:
     s = _QUERY.sub(lambda m: m.group(1) + MASK, s)
     s = _AUTH_HEADER.sub(_auth, s)
     s = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", s)
-    s = _FLAG.sub(_flag, s)
+    # Assignments before flags: a multi-key flag's words end at a quote, so a flag followed by an assignment
+    # on one line (`--api_key K and api_key: Some("T")`) would mask the words up to it and leave its value.
     s = _ASSIGN.sub(_assign, s)
+    s = _FLAG.sub(_flag, s)
     s = _SPACED.sub(lambda m: m.group(1) + _mask_value(m.group(2)), s)
     return s
 
