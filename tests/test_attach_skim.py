@@ -104,3 +104,15 @@ def test_a_short_serving_stretch_is_not_skimmed(tmp_path: Path) -> None:
     catch_up(log, analyzer, 0)
     s = analyzer.summary().to_json()
     assert "serving_skimmed_lines" not in s and s["serving"]["samples"]["log"] == 50
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_catch_up_ends_where_the_partial_last_line_begins_in_the_files_bytes(tmp_path: Path, encoding: str) -> None:
+    # The follower resumes where the catch-up ended: an over-long line is fed cut and a UTF-16 file as UTF-8, so
+    # counting the bytes fed put that point too early and the follower read bytes again.
+    head = VLLM_HEAD.decode() + "x" * (3 << 20) + "\n" + _stats(100, running=2).decode()
+    partial = "INFO 11-18 19:00:00 metrics.py:349] Avg prompt throu"
+    log = tmp_path / "enc.log"
+    log.write_bytes((head + partial).encode(encoding))
+    end = catch_up(log, Analyzer(clock="arrival"), 0)
+    assert end == log.stat().st_size - len(partial.encode("utf-16-le" if encoding == "utf-16" else encoding))

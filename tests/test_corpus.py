@@ -16,25 +16,12 @@ from .corpus_scoring import judge
 KNOWN_MISSES = {
     "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
-    "tgi/v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill": "a traceback the shard only warned with is taken over the later unexplained SIGKILL",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
     "lmdeploy/turbomind-2024-08-intern-studio-internlm25-1.8b-shell-continuation-ready": "labelled ready at uvicorn's bind; the corpus' other LMDeploy labels (and the rule) take 'Application startup complete.' two lines before",
-    "localai/docker-compose-2023-04-fiber-v2.44-gpt4all-j-exits-on-first-request-ready": "ready at the banner's Fiber line, one below the top border the label takes: nothing before the border names LocalAI",
     "vllm/v0.8.3-4090d-r1-distill-qwen-1.5b-no-uvicorn-lines-then-shutdown-ready": "no uvicorn lines: ready at the first stats line, which the running HTTP app logs; the label takes 'Starting vLLM API server' before it, which an address in use can still follow",
-    "aphrodite/v0.4.2-langchain-offline-llm-tp4-ray-mythalion-13b-gpu-blocks-ready": "an offline engine used as a library (no server): its last init line is readiness by the corpus's convention; no rule says so yet",
-    "dynamo/1.4.0-frontend-file-discovery-background-job-cat-log-http-service-ready": "Dynamo's frontend with file discovery: its HTTP service line is not read as readiness yet",
-    "dynamo/k8s-vllm-decode-worker-model-express-system-http-9090-bait-vllmworker-initialized": "a Dynamo worker over vLLM whose lines read as TGI's tracing format; its 'VllmWorker ... initialized' line is not known",
-    "llamacpp/2026-cuda-4x-a6000-qwen35-35b-two-appended-launches-8081-then-8080-both-ready": "two llama-server launches appended to one file: the second's banner does not begin a new launch",
-    "lmdeploy/slurm-qwen3-vl-turbomind-config-check-attributeerror-hidden-size-fragment": "LMDeploy's own untimed logger format (`lmdeploy - ERROR - file.py:N - `) is not a known prefix yet",
-    "localai/v1.24.1-langchain-chroma-example-docker-logs-fiber-banner-ready-dify-doc": "ready at the banner's Fiber line, one below the top border the label takes (as the corpus's other LocalAI miss)",
-    "mistralrs/v0.7.1-alpha-rust-crate-example-cpu-qwen3-4b-isq-q4k-5min-load-dummy-run-completed": "mistral.rs used as a Rust crate (no server): 'Dummy run completed' is not read as readiness",
     "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "Ollama 0.1.32's GIN debug route dump and relayed JSON runner lines: the model load's readiness is not seen",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
-    "tabbyapi/exllamav3-0.0.7-tp-glm45-air-uv-arg-error-bait-parser-warning-uvicorn-ready": "a launcher's (uv's) argument error on line 1 fails the launch although the server then starts",
-    "tgi/tgi-gaudi-1.2.1-docker-t-model-id-env-unset-clap-missing-value-exit-2": "clap's missing-value error behind docker's --timestamps stamp, with no TGI line before it, is not read",
-    "tgi/v0.9-compose-starcoder-cpu-flash-import-warn-bait-shard-signal9-failed": "a traceback the shard only warned with is taken over the later SIGKILL (as the older TGI miss)",
-    "vllm/v0.22.0-gemma4-e4b-sleep-mode-ctrl-c-during-engine-init-keyboardinterrupt": "Ctrl-C during engine init: the label takes the API server's first KeyboardInterrupt line, bootwatch the engine core's last",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
@@ -42,14 +29,7 @@ KNOWN_ENGINE_MISSES = {
     "uvicorn/llama-cpp-python-cpu-qwen36-35b-a3b-q2k-uvicorn-running-ready-head-tail-excerpt": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",
     "vllm/nim-1.0-gke-l4-cloud-assist-log-view-cut-mid-engine-init-incomplete": "NIM 1.0 starts TensorRT-LLM's runtime before vLLM; the view is cut before vLLM's engine line",
     "sglang/v0.5.6-killed-right-after-launch-single-jit-line": "a single JIT line before the kill names no engine",
-    "dynamo/k8s-vllm-decode-worker-model-express-system-http-9090-bait-vllmworker-initialized": "Dynamo's worker lines read as TGI's Rust tracing format",
-    "llamacpp/llamafile-2024-04-llava-llama-log-file-clip-load-three-listening-addresses-ready": "llamafile's log file: the clip/llava lines name no engine bootwatch knows",
-    "lmdeploy/slurm-qwen3-vl-turbomind-config-check-attributeerror-hidden-size-fragment": "a three-line fragment in LMDeploy's untimed logger format",
-    "lmdeploy/v0.12.2-cu12.8-a800-glm5-deepseek-v32-requires-flash-mla-check-failed-fragment": "a fragment whose only LMDeploy trace is its logger's name",
-    "ollama/python-m-ollama-pip-client-package-no-main-one-line-failed": "one Python line: `python -m ollama` on the client package names no server",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "the mini load balancer's lines are SGLang's: read as SGLang, not its router",
-    "sglang_router/custom-start-router-py-argparse-invalid-policy-choice": "a custom start_router.py's argparse error names no engine",
-    "tgi/tgi-gaudi-1.2.1-docker-t-model-id-env-unset-clap-missing-value-exit-2": "one clap error line names no engine",
 }
 
 

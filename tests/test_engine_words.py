@@ -11,7 +11,7 @@ import pytest
 
 from bootwatch.pipeline import analyze_path
 
-from .conftest import FIXTURES
+from .conftest import CORPUS, FIXTURES
 
 UNKNOWN = "engine unknown, ready by its own listening line"
 
@@ -19,6 +19,19 @@ UNKNOWN = "engine unknown, ready by its own listening line"
 def real(name: str) -> str:
     lines = (FIXTURES / "real_lines" / f"{name}.log").read_text("utf-8").splitlines()
     return "\n".join(x for x in lines if not x.startswith("# ")) + "\n"
+
+
+def group(name: str, source: str) -> str:
+    """The lines of one `# source:` group of a real-lines fixture (the group whose source line holds `source`)."""
+    out: list[str] = []
+    inside = False
+    for x in (FIXTURES / "real_lines" / f"{name}.log").read_text("utf-8").splitlines():
+        if x.startswith("# "):
+            inside = x.startswith("# source:") and source in x
+        elif inside:
+            out.append(x)
+    assert out, f"no group {source!r} in {name}"
+    return "\n".join(out) + "\n"
 
 
 def report(tmp_path: Path, text: str) -> dict:
@@ -34,7 +47,7 @@ def report(tmp_path: Path, text: str) -> dict:
         ("mlx_lm", "Starting httpd at "),
         ("lmstudio", "Success! HTTP server listening on port 1234"),
         ("triton", "Started HTTPService at 0.0.0.0:8000"),
-        ("dynamo", 'added model model_name="openai/gpt-oss-120b"'),
+        ("dynamo", 'Starting HTTP(S) service protocol="HTTP" address="0.0.0.0:8000"'),
         ("sglang_router", "Router ready | workers: []"),
         ("koboldcpp", "Please connect to custom endpoint at http://"),
         ("tabbyapi", "Uvicorn running on http://10.1.1.10:8080"),
@@ -96,3 +109,44 @@ def test_a_client_failure_after_a_generic_readiness_is_not_a_failed_start(tmp_pa
     s = report(tmp_path, text)
     assert s["verdict"] == "ready", s
     assert s["ready"]["line_no"] == 4
+
+
+def test_mistralrs_used_as_a_crate_is_ready_when_its_dummy_run_completes(tmp_path: Path) -> None:
+    # No server: a Rust program builds MistralRs itself, whose dummy run is the last step before requests.
+    s = report(tmp_path, group("mistralrs", "a program embedding mistral.rs"))
+    assert s["engine"] == "mistralrs" and s["verdict"] == "ready", s
+    assert s["ready"]["text"].startswith("Dummy run completed in 133.91")
+
+
+def test_a_mistralrs_server_is_not_ready_at_its_dummy_run(tmp_path: Path) -> None:
+    # The server logs "Model loaded." before the same dummy run: it still has to bind its API port (the MCP
+    # server's line after it is not that). A server's first lines (one user's), then the end of a load (another's).
+    s = report(tmp_path, group("mistralrs", "issue #1699") + group("mistralrs", "issue #1555"))
+    assert s["engine"] == "mistralrs" and s["verdict"] == "incomplete", s
+
+
+def test_mistralrs_is_known_by_its_device_map_before_the_server_says_model_loaded(tmp_path: Path) -> None:
+    # Since 0.7 the server's own first lines are debug-level: the device mapper's line (server and crate alike)
+    # is what names the engine before "Model loaded." (which then marks it a server, not ready at its dummy run).
+    text = group("mistralrs", "a program embedding mistral.rs").splitlines()
+    s = report(tmp_path, "\n".join(text[:2]) + "\n" + group("mistralrs", "issue #1555"))
+    assert s["engine"] == "mistralrs" and s["verdict"] == "incomplete", s
+
+
+LOCALAI_COMPOSE = CORPUS / "localai" / "docker-compose-2023-04-fiber-v2.44-gpt4all-j-exits-on-first-request-ready.log"
+
+
+def test_only_the_line_just_before_is_judged_again(tmp_path: Path) -> None:
+    # LocalAI's top border is judged again as its readiness when the next line names LocalAI
+    # (test_rules_other_engines); a line between the border and the line that names the engine: the border is no longer the banner's start.
+    lines = LOCALAI_COMPOSE.read_text("utf-8").split("\n")
+    s = report(tmp_path, "\n".join([*lines[:3], "localai-api-1  | loading", *lines[3:]]))
+    assert s["verdict"] == "ready" and "Fiber v2.44.0" in s["ready"]["text"], s
+
+
+def test_a_wrappers_argument_error_before_tabbyapi_starts_is_not_its_failure(tmp_path: Path) -> None:
+    # uv refuses an argument of the start script's, which then starts the server anyway ("Starting TabbyAPI...").
+    text = "error: unexpected argument '-V' found\nUsage: uv pip [OPTIONS] <COMMAND>\n\n" + real("tabbyapi")
+    s = report(tmp_path, text)
+    assert s["engine"] == "tabbyapi" and s["verdict"] == "ready" and s["failure"] is None, s
+    assert s["launches"] == 2

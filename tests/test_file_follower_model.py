@@ -11,6 +11,10 @@ against what was written:
   file the follower was on at the previous read has been read. Lines that a truncation, rewrite or a second
   rotation removed before the follower could look are the only ones it may miss (as `tail -F` does).
 
+A second run starts every file with the same first line (longer than the follower's 256-byte fingerprint
+of the head, as llama.cpp's untimed first lines are): a truncation or rewrite then keeps the head, and only
+the bytes before the offset the follower holds tell it that the file is another one.
+
 The follower runs in the same event loop and only between the test's awaits, so every file operation is
 atomic for it, and a read is exact: its stat poll is due before the test's own sleep ends.
 """
@@ -48,12 +52,22 @@ truncate = st.tuples(st.just("truncate"))
 rewrite = st.tuples(st.just("rewrite"), st.integers(1, 4), st.integers(0, 300))
 pause = st.tuples(st.just("pause"), st.sampled_from([0.0, POLL_S / 2, POLL_S * 2]))
 read = st.tuples(st.just("read"))
+# The same first line in every file, longer than the follower's fingerprint of the head.
+HEADER = b"warning: not compiled with GPU offload support, --gpu-layers option will be ignored " * 4
+
+
+def _padding(inc: int, size: int) -> bytes:
+    """Padding that names its incarnation: two files never hold the same bytes past their common head."""
+    return (f"{inc}." * size).encode()[:size]
+
+
 actions = st.lists(st.one_of(write, write, rotate, truncate, rewrite, pause, read), max_size=30)
 
 
 class Model:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, headed: bool = False) -> None:
         self.path = path
+        self.headed = headed  # every content starts with HEADER
         self.incs: list[Incarnation] = []
         self.at_path: Incarnation | None = None  # the content of the file at the path now
         self.held: Incarnation | None = None  # the file the follower was on at the last read
@@ -66,14 +80,19 @@ class Model:
 
     def _lines(self, inc: Incarnation, n: int, pad: int) -> list[bytes]:
         start = len(inc.lines)
-        new = [f"inc{inc.id} line{start + i} ".encode() + b"x" * ((pad * (i + 1)) % 301) for i in range(n)]
+        new = [f"inc{inc.id} line{start + i} ".encode() + _padding(inc.id, (pad * (i + 1)) % 301) for i in range(n)]
         inc.lines += new
         return new
+
+    def _data(self, inc: Incarnation, n: int, pad: int) -> bytes:
+        """The next `n` lines of `inc` as bytes, after HEADER if they are its first."""
+        head = HEADER + b"\n" if self.headed and not inc.lines else b""
+        return head + b"".join(line + b"\n" for line in self._lines(inc, n, pad))
 
     async def write(self, n: int, pad: int, split: bool) -> None:
         if self.at_path is None:
             self.at_path = self._new()
-        data = b"".join(line + b"\n" for line in self._lines(self.at_path, n, pad))
+        data = self._data(self.at_path, n, pad)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             if split:  # a line in two writes, the follower let run in between: it must join them
@@ -99,7 +118,7 @@ class Model:
         else:  # another file renamed over it, with its first lines already in it
             tmp = self.path.with_name("incoming.tmp")
             self.at_path = inc = self._new()
-            tmp.write_bytes(b"".join(line + b"\n" for line in self._lines(inc, n, 7)))
+            tmp.write_bytes(self._data(inc, n, 7))
             os.replace(tmp, self.path)
 
     def truncate(self) -> None:
@@ -117,7 +136,7 @@ class Model:
         self.at_path = inc = self._new()
         with self.path.open("r+b" if self.path.exists() else "wb") as f:
             f.truncate(0)
-            f.write(b"".join(line + b"\n" for line in self._lines(inc, n, pad)))
+            f.write(self._data(inc, n, pad))
 
     def must_have_read(self) -> list[bytes]:
         out: list[bytes] = []
@@ -136,6 +155,8 @@ def check(model: Model, got: list[bytes], at_read: bool) -> None:
     seen: set[bytes] = set()
     last: dict[int, int] = {}
     for line in got:
+        if model.headed and HEADER.startswith(line):
+            continue  # every file's first line (or the head of it, torn): not one line of one incarnation
         if line not in written:
             # A torn line: the follower had read the head of a line when a truncation or rewrite took the
             # rest away. It passes on what it had (its bytes are the log's) rather than lose it, once, and
@@ -162,8 +183,8 @@ def check(model: Model, got: list[bytes], at_read: bool) -> None:
         assert not missing, f"not read by now: {[m[:40] for m in missing]}"
 
 
-async def play(directory: Path, steps: list[tuple]) -> None:  # type: ignore[type-arg]
-    model = Model(directory / "server.log")
+async def play(directory: Path, steps: list[tuple], headed: bool = False) -> None:  # type: ignore[type-arg]
+    model = Model(directory / "server.log", headed)
     follower = FileFollower(model.path, poll_s=POLL_S, events=False)
     got: list[bytes] = []
 
@@ -202,3 +223,10 @@ async def play(directory: Path, steps: list[tuple]) -> None:  # type: ignore[typ
 def test_every_complete_line_of_each_file_is_read_exactly_once(steps: list[tuple]) -> None:  # type: ignore[type-arg]
     with tempfile.TemporaryDirectory() as d:
         asyncio.run(play(Path(d), steps))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(actions)
+def test_a_rewrite_that_keeps_the_first_bytes_is_seen(steps: list[tuple]) -> None:  # type: ignore[type-arg]
+    with tempfile.TemporaryDirectory() as d:
+        asyncio.run(play(Path(d), steps, headed=True))

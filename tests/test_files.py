@@ -133,6 +133,27 @@ async def test_a_rewrite_with_the_same_head_is_a_continuation(tmp_path: Path) ->
         await r.close()
 
 
+async def test_a_truncation_right_after_a_rewrite_is_not_taken_for_a_proc_file(tmp_path: Path) -> None:
+    # Rewritten, read again from the start, then cut before the follower waits once: a real log, started over
+    # twice, not a file that reads past the size it reports (found by the model test).
+    log = tmp_path / "server.log"
+    log.write_bytes(numbered("first launch", 3))
+    r = Reader(log)
+    try:
+        assert len(await r.lines(3)) == 3
+        with log.open("r+b") as f:
+            f.truncate(0)
+            f.write(numbered("second launch", 5))
+        assert await r.lines(5) == numbered("second launch", 5).splitlines()  # the reader is between reads now
+        with log.open("r+b") as f:
+            f.truncate(0)
+            f.write(numbered("third", 1))
+        assert await r.lines(1) == [b"third line 1"]
+        assert r.follower.rewrites == 1 and r.follower.truncations == 1
+    finally:
+        await r.close()
+
+
 async def test_a_file_that_appears_late_is_announced_at_once_and_then_read(tmp_path: Path) -> None:
     log = tmp_path / "later" / "server.log"
     r = Reader(log)
@@ -312,3 +333,38 @@ def test_watch_sees_the_new_launch_in_a_log_rewritten_past_its_old_size(tmp_path
     s = events_of(out)[-1]
     assert watcher.returncode == 1, (watcher.returncode, s, err)
     assert (s["verdict"], s["engine"]) == ("failed", "sglang")
+
+
+async def test_a_symlink_to_a_log_in_another_directory_is_followed_by_file_events(tmp_path: Path) -> None:
+    # The writes happen in the target's directory; the link's directory hears nothing of them. With the poll
+    # turned off (an hour), only an inotify watch on the target's directory brings the appended lines.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    (tmp_path / "third").mkdir()
+    target, other = tmp_path / "real" / "server.log", tmp_path / "third" / "next.log"
+    target.write_bytes(numbered("first", 1))
+    link = tmp_path / "links" / "link.log"
+    link.symlink_to(target)
+    follower = FileFollower(link, poll_s=3600.0)
+    chunks = follower.chunks()
+    try:
+        assert await asyncio.wait_for(anext(chunks), WAIT_S) == b"first line 1\n"
+        pending = asyncio.ensure_future(anext(chunks))
+        await asyncio.sleep(0.2)  # the follower waits on its watch now
+        with target.open("ab") as f:
+            f.write(b"appended through the target\n")
+        assert await asyncio.wait_for(pending, WAIT_S) == b"appended through the target\n"
+        # The link now points into a third directory: the follower re-resolves it and watches there too.
+        other.write_bytes(numbered("next", 1))
+        tmp = link.with_name("tmp.link")
+        tmp.symlink_to(other)
+        os.replace(tmp, link)
+        assert await asyncio.wait_for(anext(chunks), WAIT_S) == b"next line 1\n"
+        pending = asyncio.ensure_future(anext(chunks))
+        await asyncio.sleep(0.2)
+        with other.open("ab") as f:
+            f.write(b"appended to the new target\n")
+        assert await asyncio.wait_for(pending, WAIT_S) == b"appended to the new target\n"
+    finally:
+        await chunks.aclose()
+        follower.close()

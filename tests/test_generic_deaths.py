@@ -9,6 +9,8 @@ import pytest
 
 from bootwatch.pipeline import analyze_path
 
+from .conftest import CORPUS
+
 START = "INFO 08-12 10:11:12 [api_server.py:12] vLLM API server version 0.6.3\nLoading model weights\n"
 SGLANG_START = (
     "[2025-05-01 05:11:17] server_args=ServerArgs(model_path='m')\n[2025-05-01 05:11:17] Load weight begin.\n"
@@ -192,6 +194,8 @@ def test_ggml_backend_error_then_go_sigabrt(tmp_path: Path) -> None:
         "error: unexpected argument '--version' found",
         "flag provided but not defined: -auto-allow",
         "Error: unknown flag: --ca-file",
+        "error: a value is required for '--model-id <MODEL_ID>' but none was supplied",
+        "error: the following required arguments were not provided:",
     ],
 )
 def test_an_argument_refusal_is_the_cause_with_no_banner(tmp_path: Path, refusal: str) -> None:
@@ -386,3 +390,18 @@ def test_a_shells_line_for_any_fatal_signal_is_a_death(tmp_path: Path, line: str
 )
 def test_prose_that_names_a_signal_is_not_a_death(tmp_path: Path, line: str) -> None:
     assert report(tmp_path, line + "\n")["verdict"] == "incomplete"
+
+
+def test_a_traceback_logged_with_a_harmless_warning_is_not_a_failure(tmp_path: Path) -> None:
+    # TGI 0.8 warns "Could not import Flash Attention enabled models" with its exception (loguru's "> File" frame)
+    # and goes on loading: the shard is later SIGKILLed (host OOM), which is the cause, not the ImportError.
+    log = CORPUS / "tgi" / "v0.8-compose-cpu-starcoder-flash-import-warn-traceback-then-sigkill.log"
+    lines = log.read_text("utf-8").split("\n")
+    upto = next(i for i, x in enumerate(lines) if "Waiting for shard 0 to be ready" in x)
+    head = tmp_path / "head.log"
+    head.write_text("\n".join(lines[: upto + 1]) + "\n")
+    assert analyze_path(head)["verdict"] == "incomplete"
+    s = analyze_path(log)
+    assert s["verdict"] == "failed" and s["failure"]["text"].startswith(
+        "Shard process was signaled to shutdown with signal 9"
+    )

@@ -148,6 +148,19 @@ def test_traceback_frames_keep_their_indentation() -> None:
     assert line.text.startswith("  File")
 
 
+def test_a_paste_indented_by_a_list_item_is_read_past_its_indentation() -> None:
+    # localai/v1.24.1-langchain-chroma-example-docker-logs-fiber-banner-ready-dify-doc.log: a docs page's
+    # numbered step indents the whole `docker logs` output by three spaces (markdown lists nest by two or three)
+    a = one("   7:16AM INF Starting LocalAI using 4 threads, with models path: /models")
+    assert (a.text, a.level, a.fmt) == (
+        "Starting LocalAI using 4 threads, with models path: /models",
+        "INFO",
+        "zerolog",
+    )
+    b = one("  2025-07-08 11:20:26,869 - lmdeploy - WARNING - __init__.py:10 - Disable DLSlime Backend")
+    assert (b.text, b.level) == ("Disable DLSlime Backend", "WARNING")
+
+
 @given(st.text(max_size=300))
 def test_normalizer_never_raises(text: str) -> None:
     for line in Normalizer(2025).lines(1, text):
@@ -320,3 +333,14 @@ def test_wrapper_gate_lets_through_every_line_a_wrapper_pattern_matches(bits: li
     each = [w.pattern for w in prefixes.TABLE.wrappers]
     if any(p.match(text) for p in each):
         assert prefixes._ANY_WRAP.match(text) is not None
+
+
+def test_a_line_is_decoded_as_the_encoding_it_is_in() -> None:
+    from bootwatch.sources.encoding import decode_line
+
+    zh = "加载模型权重 第3部分 完成"
+    assert decode_line(f"INFO loader.py:1] {zh}".encode("gbk")) == f"INFO loader.py:1] {zh}"
+    assert decode_line("Modèle chargé — prêt".encode("cp1252")) == "Modèle chargé — prêt"
+    assert decode_line(b"caf\xe9 \x81") == "caf\xe9 \x81"  # cp1252 leaves 0x81 unmapped: Latin-1 then
+    cut = f"INFO {zh}".encode()[:-1]  # UTF-8 cut inside its last character: UTF-8 still, one U+FFFD
+    assert decode_line(cut) == f"INFO {zh[:-1]}\ufffd"

@@ -167,6 +167,67 @@ def test_nul_run_left_by_copytruncate_is_skipped(tmp_path: Path) -> None:
     assert s["ready"]["line_no"] == src.count(b"\n", 0, src.index(b"fired up")) + 1
 
 
+@pytest.mark.parametrize("enc", ["gbk", "cp1252", "latin-1"])
+def test_a_log_in_a_legacy_encoding_is_read_as_the_text_it_is(tmp_path: Path, enc: str) -> None:
+    # A Chinese Windows console writes GBK (cp936), a Western one cp1252: not UTF-8, but text all the same.
+    words = "正在加载模型权重 第{}部分" if enc == "gbk" else "Chargement des poids du modèle, partie n°{} déjà prêt"
+    text = (
+        "INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1\n"
+        + "".join(f"INFO 11-18 17:10:47 loader.py:1] {words.format(i)}\n" for i in range(30))
+        + f"ERROR 11-18 17:10:48 engine.py:1] torch.OutOfMemoryError: CUDA out of memory. {words.format(99)}\n"
+    )
+    log = tmp_path / f"{enc}.log"
+    log.write_bytes(text.encode(enc))
+    p = run("report", "--json", str(log))
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert s["verdict"] == "failed" and s["engine"] == "vllm" and s["failure"]["category"] == "oom"
+    assert s["failure"]["line_no"] == 32 and s["failure"]["text"].endswith(words.format(99)), s["failure"]
+    ready = tmp_path / f"{enc}-ready.log"
+    ready.write_bytes(text.rsplit("ERROR", 1)[0].encode(enc) + b"INFO:     Application startup complete.\n")
+    assert run("probe", str(ready)).returncode == 0
+
+
+def test_binary_files_are_refused_whatever_their_bytes(tmp_path: Path) -> None:
+    import gzip
+    import random
+
+    rnd = random.Random(8)
+    blobs = {
+        "elf": Path(sys.executable).resolve().read_bytes()[:200_000],
+        "gzip": gzip.compress((CORPUS / "vllm/v0.11-elloraa-gloo-ready.log").read_bytes() * 20),
+        "high": bytes(b | 0x80 for b in rnd.randbytes(100_000)),  # no control byte at all
+    }
+    for name, data in blobs.items():
+        log = tmp_path / f"{name}.log"
+        log.write_bytes(data)
+        p = run("report", str(log))
+        assert p.returncode == 2 and "binary data" in p.stderr, (name, p.stderr)
+
+
+@pytest.mark.parametrize("run_of", ["nul", "z", "sparse"])
+def test_the_banner_after_an_over_long_run_without_a_newline_is_read(tmp_path: Path, run_of: str) -> None:
+    # A run longer than a line may be (1 MiB) glued to the banner: copytruncate's NUL hole, a file's sparse hole,
+    # any bytes with no newline. The run is cut and the banner after it read as the line it is.
+    src = (
+        "INFO 11-18 17:10:46 api_server.py:585] vLLM API server version 0.6.4.post1\n"
+        + "".join(f"INFO 11-18 17:10:47 loader.py:1] loading part {i}\n" for i in range(30))
+        + "INFO:     Application startup complete.\n"
+    ).encode()
+    log = tmp_path / "long-run.log"
+    with log.open("wb") as f:
+        if run_of == "sparse":
+            f.seek(256 << 20)
+        else:
+            f.write((b"\0" if run_of == "nul" else b"z") * ((1 << 20) + 1))
+        f.write(src)
+    for how in ([], ["--exhaustive"]):
+        p = run("report", "--json", *how, str(log))
+        assert p.returncode == 0, p.stderr
+        s = json.loads(p.stdout)
+        assert s["verdict"] == "ready" and s["engine"] == "vllm" and s["ready"]["line_no"] == 32, (how, s["verdict"])
+
+
 def test_random_bytes_are_still_refused_as_binary(tmp_path: Path) -> None:
     import random
 

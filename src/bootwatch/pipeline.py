@@ -22,7 +22,7 @@ from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
 from bootwatch.serving import ServingTracker
 from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
-from bootwatch.sources.encoding import Utf8Reader, drop_nuls, sniff
+from bootwatch.sources.encoding import Utf8Reader, decode_line, drop_nuls, legacy_text, sniff
 from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.sources.interrupts import stop_requested
 from bootwatch.tracker import Event, Tracker
@@ -75,8 +75,9 @@ def count_lines(path: os.PathLike[str] | str, end: int) -> int:
 
 
 def looks_binary(head: bytes) -> bool:
-    """A log is text: many control bytes or invalid UTF-8 mean someone pointed us at something else. A
-    byte-order mark announces UTF-16/32 text; NUL runs (copytruncate's) are skipped before judging."""
+    """A log is text: many control bytes, or bytes that are neither UTF-8 nor a legacy text encoding (GBK,
+    Latin-1), mean someone pointed us at something else. A byte-order mark announces UTF-16/32 text; NUL runs
+    (copytruncate's) are skipped before judging."""
     if not head:
         return False
     if sniff(head) is not None:
@@ -87,7 +88,9 @@ def looks_binary(head: bytes) -> bool:
     ctrl = sum(1 for b in sample if b < 32 and b not in (9, 10, 13, 27)) + sample.count(b"\x7f")
     if ctrl > len(sample) // 10:
         return True
-    return sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20
+    if sample.decode("utf-8", "replace").count("\ufffd") <= len(sample) // 20:
+        return False
+    return not legacy_text(sample)
 
 
 _NUL_RUN = re.compile(rb"\x00{8,}")  # a break between writers, not a stray byte
@@ -137,9 +140,12 @@ class Analyzer:
         )
 
     def feed(self, data: bytes, now: float | None = None) -> list[Event]:
-        """`data` holds complete lines (each ends with \\n)."""
+        """`data` holds complete lines (each ends with \\n), or the \\r-ended updates of the line still being written
+        (no \\n at all: see `_feed_updates`)."""
         if not data:
             return []
+        if not data.endswith(b"\n"):
+            return self._feed_updates(data, now)
         skim = self.skimming()
         self.bytes_seen += len(data)
         if b"\x00" in data:
@@ -175,6 +181,15 @@ class Analyzer:
         self._note_last(data, no - 1, now)
         return events
 
+    def _feed_updates(self, data: bytes, now: float | None) -> list[Event]:
+        """A progress bar's \\r redraws that arrived before its line ends: analysed now, on their arrival clock, as
+        part of line `next_no`; the rest of that line comes later with its newline and keeps the number."""
+        self.bytes_seen += len(data)
+        data = strip_ansi_bytes(drop_nuls(data))
+        if not self.tracker.wants_all_lines and not self.prefilter.line_starts(data + b"\n"):
+            return []
+        return self._line(self.next_no, data, now)
+
     def _note_nul_runs(self, data: bytes) -> None:
         """A run of NUL bytes is where a log was truncated under a writer, or where another process's appends begin
         (two servers writing one file): what follows it is another launch."""
@@ -182,7 +197,7 @@ class Analyzer:
             self.tracker.split_before(self.next_no + data.count(b"\n", 0, m.end()))
 
     def _line(self, no: int, raw: bytes, now: float | None) -> list[Event]:
-        text = raw.decode("utf-8", "replace")
+        text = decode_line(raw)
         out: list[Event] = []
         for line in self.normalizer.lines(no, text):
             line.log_t = line.t
@@ -204,7 +219,7 @@ class Analyzer:
         start = trimmed.rfind(b"\n") + 1
         # `next_no` is the number of the line after the chunk's last newline; count back over the ones after it.
         no = next_no - data.count(b"\n", start)
-        lines = self.normalizer.lines(no, trimmed[start:][-4096:].decode("utf-8", "replace"))
+        lines = self.normalizer.lines(no, decode_line(trimmed[start:][-4096:]))
         self.tracker.tail = (no, lines[-1].text.strip()) if lines else None
 
     def _note_last(self, data: bytes, last_no: int, now: float | None) -> None:
@@ -213,7 +228,7 @@ class Analyzer:
         if launch is None:
             return
         start = data.rfind(b"\n", 0, len(data) - 1) + 1
-        for line in self.normalizer.lines(last_no, data[start:].decode("utf-8", "replace")):
+        for line in self.normalizer.lines(last_no, decode_line(data[start:])):
             if line.t is not None:
                 launch.last_log_t = line.t
         # The decision clock: the log's own, or for a live analyzer the chunk's arrival.
@@ -251,11 +266,17 @@ def analyze_file(
     complete_only: bool = False,  # noqa: ANN001 - binary file
     clock: Callable[[], float] | None = None,
 ) -> tuple[int, int]:
-    """Feed the rest of `f` to `analyzer`; returns (bytes fed, over-long lines cut).
+    """Feed the rest of `f` to `analyzer`; returns (bytes of the file read, over-long lines cut).
 
-    `complete_only` leaves a partial last line unread (a live file may still be writing it); `clock` gives the
-    arrival time of each chunk for a live analyzer.
+    `complete_only` leaves a partial last line unread (a live file may still be writing it): the bytes read end
+    where it begins, which is where a follower resumes. They are the file's bytes, not the ones fed: an
+    over-long line is fed cut, a UTF-16 file as UTF-8. `clock` gives the arrival time of each chunk for a live
+    analyzer.
     """
+    try:
+        begin: int | None = f.tell()
+    except (OSError, ValueError):  # a FIFO or standard input: read as a stream
+        begin = None
     chunker = LineChunker()
     fed = 0
     first = True
@@ -279,6 +300,10 @@ def analyze_file(
         tail = chunker.flush()
         fed += len(tail)
         analyzer.feed(tail, clock() if clock else None)
+        return fed, chunker.truncated_lines
+    if begin is not None:
+        held, size = chunker.held()
+        return f.tell() - begin - reader.source_size(held, size), chunker.truncated_lines
     return fed, chunker.truncated_lines
 
 

@@ -400,6 +400,7 @@ class ServerRun:
         if isinstance(sink, ServerAware):  # the probe's state file names the server's pid
             sink.set_server(server.pid)
         self._follower = FdFollower(self.log.read_fd, start=server.start_offset)
+        self.analyzer.next_no = self.log.lines_before + 1  # an existing log: its own line numbers, as `report` says
         opts = Options(
             timeout_s=cfg.timeout_s,
             stall_s=cfg.stall_s,

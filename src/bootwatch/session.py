@@ -19,7 +19,7 @@ from bootwatch.probes.http import HttpProbe
 from bootwatch.serving.scrape import follow_metrics
 from bootwatch.sinks.protocol import ServerAware, Sink
 from bootwatch.sources.process import ServerProcess, describe_exit
-from bootwatch.sources.protocol import Source
+from bootwatch.sources.protocol import Ends, Source
 from bootwatch.tracker import Event, FactEvent
 from bootwatch.tracker.summary import Checked, LiveFacts, Summary
 from bootwatch.tracker.verdict import (
@@ -460,8 +460,13 @@ class Session:
         """The server exited: give the reader a moment to take the last lines it wrote (it is done as soon as
         it has read up to the file's size; the deadline only bounds a reader that cannot)."""
         deadline = time.time() + 2.0
+        if isinstance(self.source, Ends):
+            # The server is gone: the source reads to the end and hands on its last line, newline or not (a
+            # crash often leaves the cause unterminated), then ends.
+            self.source.end_of_input()
+            await asyncio.wait({reader}, timeout=deadline - time.time())  # its error, if any, is tick()'s to raise
         last, steady_since = -1, time.time()
-        while time.time() < deadline:
+        while time.time() < deadline and not reader.done():
             seen = self.source.bytes_read if self.source is not None else 0
             if seen != last:
                 last, steady_since = seen, time.time()

@@ -67,6 +67,10 @@ class Rule:
     draft: bool = False  # phase: it is the draft model's (speculative decoding)
     unless: str | None = None  # ready: not when this flag is set
     needs: str | None = None  # ready: only once this flag is set (a line that means ready only after another)
+    # ready: the line proves readiness came before it (an offline engine's first request): the launch was ready at
+    # its last phase line before this one
+    back: bool = False
+    traceback: bool = False  # benign: the line is logged with its exception; the traceback right below it is its
     first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
     # launch: a line each new process of the engine prints as it starts, no banner: after the launch was ready (and
     # its `needs` flag is set) it begins the next launch, of the same engine; never a launch otherwise
@@ -219,6 +223,8 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "needs": str,
     "first_only": bool,
     "restart": bool,
+    "back": bool,
+    "traceback": bool,
     "fields": str,
     "cause": str,
     "fix": str,
@@ -325,6 +331,8 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     needs=e.get("needs"),
                     first_only=bool(e.get("first_only", False)),
                     restart=bool(e.get("restart", False)),
+                    back=bool(e.get("back", False)),
+                    traceback=bool(e.get("traceback", False)),
                     message=e.get("message"),
                     weight=int(e.get("weight", 1)),
                     levels=tuple(e.get("levels", ())),

@@ -1,4 +1,5 @@
-"""Cut a byte stream into chunks of complete lines, with memory bounded whatever the line lengths."""
+"""Cut a byte stream into chunks of complete lines, with memory bounded whatever the line lengths. A live reader
+also hands on a \r progress bar's redraws before its newline (`updates`, `current`): chunks without a \n."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ READ_SIZE = 1 << 20
 PIECE = 16 << 10
 MAX_LINE = 1 << 20  # a line longer than this keeps only its head and tail
 KEEP = 64 << 10
+# A run of one byte this long at the start of a cut line's kept tail is the filler that made the line over-long
+# (copytruncate's NUL hole, a run of '=' or of anything with no newline): the tail starts after it.
+FILL = 1 << 10
 
 
 class LineChunker:
@@ -21,6 +25,8 @@ class LineChunker:
         self._tail = bytearray()  # the end of an over-long line, rolling
         self._long = False
         self._dropped = 0  # bytes of the current over-long line that were not kept
+        self._bar = False  # the line being written has had \r updates: it is a progress bar
+        self._shown = 0  # the head of the partial line already handed on by `current()`
         self.truncated_lines = 0
 
     def _grow(self, piece: bytes | memoryview) -> None:
@@ -44,18 +50,29 @@ class LineChunker:
     def _take_line(self) -> bytes:
         if self._long:
             self.truncated_lines += 1
-            line = (
-                bytes(self._partial) + f" [... bootwatch cut {self._dropped} bytes ...] ".encode() + bytes(self._tail)
-            )
+            tail = bytes(self._tail)
+            run = len(tail) - len(tail.lstrip(tail[:1]))
+            if run >= FILL:
+                tail, self._dropped = tail[run:], self._dropped + run
+            # The tail is a segment of its own (what a \r redraw is): the message that ends the run (the banner
+            # after a NUL hole, a bar's latest state) is read as a line from its start, as it would be after 300 KB.
+            line = bytes(self._partial) + f" [... bootwatch cut {self._dropped} bytes ...]\r".encode() + tail
         else:
             line = bytes(self._partial)
         self._partial.clear()
         self._tail.clear()
         self._long = False
         self._dropped = 0
+        self._bar = False
         return line
 
     def push(self, data: bytes) -> bytes:
+        if self._shown and data:
+            # `current()` handed on the bar's state so far: if a redraw or the line's end comes next, it was
+            # complete and is not handed on again; if the bar's own bytes go on, it was cut, and goes again whole.
+            if data[:1] in (b"\r", b"\n"):
+                del self._partial[: self._shown]
+            self._shown = 0
         first = data.find(b"\n")
         if first < 0:
             self._grow(data)
@@ -67,6 +84,35 @@ class LineChunker:
         if first == last:
             return head + b"\n"
         return head + data[first : last + 1]
+
+    def held(self) -> tuple[bytes, int]:
+        """The partial last line as held (an over-long one's head), and how many bytes of input it stands for
+        (its dropped middle and rolling tail included): where a reader that stops here must resume."""
+        size = len(self._partial) + (len(self._tail) + self._dropped if self._long else 0)
+        return bytes(self._partial), size
+
+    def updates(self) -> bytes:
+        """The \r-ended updates of the line still being written (a tqdm bar redrawing itself), taken out of the
+        held partial line: a live reader hands them on as they arrive, and the rest of the line follows with
+        its newline. b"" when there are none (or the line is over-long: its head and tail are kept instead)."""
+        if self._long:
+            return b""
+        cut = self._partial.rfind(b"\r")
+        if cut < 0:
+            return b""
+        out = bytes(self._partial[: cut + 1])
+        del self._partial[: cut + 1]
+        self._bar = True
+        return out
+
+    def current(self) -> bytes:
+        """A progress bar's latest state, after its last \r, handed on once the reader has read all there is (the
+        next redraw may be a shard's load away), with a \r after it as the updates have. Only for a line that is a
+        bar (it had \r updates): any other partial line waits for its newline."""
+        if not self._bar or self._long or self._shown or not self._partial:
+            return b""
+        self._shown = len(self._partial)
+        return bytes(self._partial) + b"\r"
 
     def flush(self) -> bytes:
         """End of input: the last line, even without a newline."""

@@ -4,7 +4,9 @@ Whatever happens at the path (logrotate renames the file and creates a new one, 
 server keeps writing to the file it was given, and so this reads that same file, never reopening anything
 by path. inotify on the open file (through /proc/self/fd, so on the inode, not on the name) wakes the
 reader within milliseconds; a periodic fstat is the truth where no event arrives. Only complete lines are
-handed on, as FileFollower does; a copytruncate (the file cut to zero in place) starts over at its start.
+handed on, as FileFollower does, until `end_of_input()` says the server is gone: then its last line, newline
+or not, is handed on too and the stream ends. A copytruncate (the file cut to zero in place) starts over at
+its start.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class FdFollower:
         self.events = events
         self.truncations = 0
         self._wake = asyncio.Event()
+        self._ended = False  # the writer is gone: read to the end, hand on the partial last line, stop
         self._watch_task: asyncio.Task[None] | None = None
 
     def _start_watch(self) -> None:
@@ -58,6 +61,10 @@ class FdFollower:
     async def _wait(self) -> None:
         await wait_event(self._wake, self.poll_s)
         self._wake.clear()
+
+    def end_of_input(self) -> None:
+        self._ended = True
+        self._wake.set()
 
     def close(self) -> None:
         if self._watch_task is not None:
@@ -91,6 +98,8 @@ class FdFollower:
                     for piece in pieces(chunker.push(block)):
                         yield piece
                         await turn()  # a stop signal acts between pieces, however fast the log grows
+                    if updates := chunker.updates():  # a progress bar's redraws, as they come
+                        yield updates
                 if os.fstat(self.fd).st_size < self.offset:
                     # Truncated in place (copytruncate): the server's appends start again at 0.
                     chunker = LineChunker()
@@ -98,6 +107,13 @@ class FdFollower:
                     self.truncations += 1
                     continue
                 if not got:
+                    if self._ended:
+                        tail = chunker.flush()  # it will never get its newline: analysed as it stands
+                        if tail:
+                            yield tail
+                        return
+                    if state := chunker.current():  # a progress bar's state while it waits for its next redraw
+                        yield state
                     await self._wait()
         finally:
             self.close()

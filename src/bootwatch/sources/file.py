@@ -1,13 +1,16 @@
 """Follow a log file like `tail -F`: it may not exist yet, may be truncated, rewritten, rotated or replaced.
 
 New data is noticed through inotify (asyncinotify) and, as a fallback where events do not arrive (NFS,
-some container mounts), by a stat poll. Only complete lines are handed on; a partial last line waits
-for its newline.
+some container mounts), by a stat poll; a symlink is watched in its target's directory too. Only complete
+lines are handed on, and a \r progress bar's redraws (LineChunker.updates/current); any other partial last
+line waits for its newline.
 
-A file is known by its device and inode *and* by its first bytes (up to FINGERPRINT of them, as Vector
-does): a log truncated and written again past the old offset before we look has the same inode and a
-size that never went down, and only its changed head tells that the offset we hold now points into
-another file's middle. A FIFO is read as a stream (no offsets, no seeking). What cannot be followed is
+A file is known by its device and inode *and* by two blocks of its bytes: its first ones (up to FINGERPRINT
+of them, as Vector does) and the last ones we read, just before the offset we hold. A log truncated and
+written again past the old offset before we look has the same inode and a size that never went down; a
+changed head tells that the offset now points into another file's middle, and so does a changed block
+before the offset when the new content starts as the old one did (llama.cpp's first lines carry no time,
+so a restart with `>` writes the same first 256 bytes again). Appending never changes either block. A FIFO is read as a stream (no offsets, no seeking). What cannot be followed is
 refused with a UsageError: devices, and procfs/sysfs files, whose size the kernel does not report (a
 follower would see them "truncated" on every read and spin).
 """
@@ -135,28 +138,59 @@ class FileFollower:
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         self._head = b""  # the first bytes of the file as we read them: its fingerprint
-        self._restarted = False  # started over at 0 since the last wait (a second time in a row: a pseudo file)
+        self._mark = b""  # the last bytes read, which end at self.offset: they change when the file is rewritten
+        self._past_size = 0  # reads in a row that ended past the size the file reports (twice: a pseudo file)
         self._writer_seen = False  # a FIFO: has a writer opened it since we did?
 
+    def _places(self) -> dict[Path, set[str]]:
+        """The directories to watch and the names in them that matter: the path's own, and for a symlink every
+        hop of it down to the file it names (a log linked from another directory is written there, and the
+        link's own directory hears nothing of it)."""
+        places: dict[Path, set[str]] = {}
+        p = self.path
+        for _ in range(40):  # the kernel's own limit on a chain of links
+            directory = p.parent if p.parent.exists() else Path(".")
+            places.setdefault(directory, set()).add(p.name)
+            try:
+                target = os.readlink(p)
+            except OSError:  # not a link (or not there): the end of the chain
+                break
+            p = p.parent / target
+        return places
+
     async def _watch(self) -> None:
-        """inotify on the file's directory (the file may not exist yet, or be replaced): no wake-up at all
-        while nothing is written, a few milliseconds when something is."""
+        """inotify on the file's directory (the file may not exist yet, or be replaced), and on its target's for
+        a symlink: no wake-up at all while nothing is written, a few milliseconds when something is."""
         from asyncinotify import Inotify, Mask
 
-        directory = self.path.parent if self.path.parent.exists() else Path(".")
         mask = (
             Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.MOVED_FROM | Mask.DELETE | Mask.CLOSE_WRITE | Mask.ATTRIB
         )
         with contextlib.suppress(OSError), Inotify() as inotify:  # no inotify (NFS, limits): the poll runs
-            inotify.add_watch(directory, mask)
+            names: dict[int, set[str]] = {}  # watch descriptor -> the names that matter in its directory
+            watches: dict[Path, int] = {}
+
+            def place() -> None:
+                names.clear()
+                for directory, wanted in self._places().items():
+                    if directory not in watches:
+                        try:
+                            watches[directory] = inotify.add_watch(directory, mask).wd
+                        except OSError:  # that directory cannot be watched: the poll covers it
+                            continue
+                    names[watches[directory]] = wanted
+
+            place()
             async for event in inotify:
-                if event.name is None or event.name.name == self.path.name:
+                wd = event.watch.wd if event.watch is not None else None
+                if event.name is None or event.name.name in names.get(wd, ()):  # type: ignore[arg-type]
                     self._wake.set()
+                    if not event.mask & Mask.MODIFY:
+                        place()  # a link may have been made, removed or pointed elsewhere: follow where it goes now
 
     async def _wait(self) -> None:
         if self._watch_task is None and self.events:
             self._watch_task = asyncio.create_task(self._watch())
-        self._restarted = False
         await wait_event(self._wake, self.poll_s)
         self._wake.clear()
 
@@ -180,7 +214,7 @@ class FileFollower:
     def _close_fd(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-            self._fd, self._ident, self._head = None, None, b""
+            self._fd, self._ident, self._head, self._mark = None, None, b"", b""
 
     # ---- opening -------------------------------------------------------------------------------------
     async def _open(self) -> None:
@@ -214,6 +248,7 @@ class FileFollower:
         self.offset = self.start if self.start <= st.st_size else 0
         self.start = 0  # only the first file opened starts late
         self._head = os.pread(fd, min(FINGERPRINT, self.offset), 0)
+        self._mark = os.pread(fd, min(FINGERPRINT, self.offset), self.offset - min(FINGERPRINT, self.offset))
         os.lseek(fd, self.offset, os.SEEK_SET)
 
     # ---- regular files -------------------------------------------------------------------------------
@@ -226,32 +261,46 @@ class FileFollower:
             return "truncated"
         if self._head and os.pread(self._fd, len(self._head), 0) != self._head:
             return "rewritten"
+        mark = self._mark
+        if mark and os.pread(self._fd, len(mark), self.offset - len(mark)) != mark:
+            return "rewritten"
         return None
 
     def _start_over(self, why: str) -> None:
         assert self._fd is not None
-        if self._restarted:
-            # Started over, read, and again shorter than what was read, with no wait in between: not a log
-            # being cut but a file that reports a smaller size than it yields. Following it would spin.
-            raise UsageError(
-                f"{self.path}: reports a size smaller than what it holds (a /proc or /sys file?): it cannot be followed"
-            )
-        self._restarted = True
         if why == "truncated":
             self.truncations += 1
             self.note(f"{self.path} was truncated; reading it again from its start")
         else:
             self.rewrites += 1
-            self.note(f"{self.path} was rewritten in place (its first bytes changed); reading it again from its start")
+            self.note(
+                f"{self.path} was rewritten in place (the bytes read before changed); reading it again from its start"
+            )
         os.lseek(self._fd, 0, os.SEEK_SET)
-        self.offset, self._head = 0, b""
+        self.offset, self._head, self._mark = 0, b"", b""
 
     def _read(self) -> bytes:
         assert self._fd is not None
         block = os.read(self._fd, READ_SIZE)
+        if block:
+            # A regular file never yields more than its size (an append grows the size first); one that does, read
+            # after read, reports a smaller size than it holds, and would be "truncated" and read again forever. Two
+            # in a row: a log cut by a writer between our read and the fstat just after it is a microsecond's race,
+            # and a log cut twice in a row before we wait (rewritten, then truncated) is no such file.
+            if self.offset + len(block) > os.fstat(self._fd).st_size:
+                self._past_size += 1
+                if self._past_size > 1:
+                    raise UsageError(
+                        f"{self.path}: reports a size smaller than what it holds (a /proc or /sys file?): "
+                        "it cannot be followed"
+                    )
+            else:
+                self._past_size = 0
         if block and len(self._head) < FINGERPRINT and self.offset == len(self._head):
             self._head += block[: FINGERPRINT - len(self._head)]
         self.offset += len(block)
+        if block:
+            self._mark = block[-FINGERPRINT:] if len(block) >= FINGERPRINT else (self._mark + block)[-FINGERPRINT:]
         return block
 
     def _replaced(self) -> bool:
@@ -305,6 +354,8 @@ class FileFollower:
                         for piece in pieces(chunker.push(block)):
                             yield piece
                             await turn()
+                        if updates := chunker.updates():  # a progress bar's redraws, as they come
+                            yield updates
                         continue
                     # The writer closed the FIFO: its last line is complete. Open it again for the next writer
                     # (a FIFO whose writer is gone reads as closed forever).
@@ -332,6 +383,8 @@ class FileFollower:
                     for piece in pieces(chunker.push(block)):
                         yield piece
                         await turn()  # a stop signal acts between pieces, however fast the log grows
+                    if updates := chunker.updates():  # a progress bar's redraws, as they come
+                        yield updates
                 if self._replaced():
                     # Rotated or replaced: the old file has been read to its end; its last line is complete.
                     tail = chunker.flush()
@@ -343,6 +396,8 @@ class FileFollower:
                     self.note(f"{self.path} was replaced (rotated?); following the new file from its start")
                     continue
                 if not got:
+                    if state := chunker.current():  # a progress bar's state while it waits for its next redraw
+                        yield state
                     await self._wait()
         finally:
             self._close_fd()

@@ -53,6 +53,7 @@ class ServerLog:
     read_fd: int
     start_offset: int
     created: bool
+    lines_before: int = 0  # newlines in the file before start_offset: the server's first line is number this + 1
 
     @classmethod
     def open(cls, path: Path) -> ServerLog:
@@ -115,7 +116,12 @@ class ServerLog:
                 os.close(read_fd)
                 os.close(fd)
                 raise UsageError(f"--log {path}: the file was replaced while it was opened") from None
-        return cls(path, fd, read_fd, st.st_size, created)
+        start = st.st_size
+        if start and os.pread(read_fd, 1, start - 1) != b"\n":
+            # An old last line without its newline: the server's first line starts a line of its own, not the
+            # tail of that one (a rule anchored at the line's start would never see it).
+            start += os.write(fd, b"\n")
+        return cls(path, fd, read_fd, start, created, _newlines(read_fd, start))
 
     def size(self) -> int:
         """How much the server has written, in the file it writes (not whatever is at the path now)."""
@@ -152,6 +158,19 @@ class ServerLog:
             if self.created and os.fstat(self.read_fd).st_size == 0:
                 self.path.unlink()
         self.close()
+
+
+def _newlines(fd: int, end: int) -> int:
+    """Newlines in the first `end` bytes of the open file: line numbers count from the top of the file, what the
+    file (and `report`) says, not from where the server's output begins."""
+    n = pos = 0
+    while pos < end:
+        block = os.pread(fd, min(1 << 22, end - pos), pos)
+        if not block:
+            break
+        n += block.count(b"\n")
+        pos += len(block)
+    return n
 
 
 # ---- children that die with bootwatch -------------------------------------------------------------

@@ -4,7 +4,7 @@ how to let it go. The session, the runner and every follower meet here (httpx's 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bootwatch.sources.container_state import Death
 
@@ -18,7 +18,10 @@ class Source(Protocol):
         """Bytes handed over so far: the session's measure of output when no line has reached a rule."""
         ...
 
-    def chunks(self) -> AsyncIterator[bytes]: ...
+    def chunks(self) -> AsyncIterator[bytes]:
+        """Chunks that end with a \\n; a file follower may also hand on a progress bar's \\r redraws (no \\n at all),
+        which the analyzer takes as part of the line still being written."""
+        ...
 
     def death(self) -> Death | None:
         """The server's death as the source saw it (a container that exited, a unit that failed), or None."""
@@ -27,3 +30,11 @@ class Source(Protocol):
     async def aclose(self) -> None:
         """Stop reading and release what the source holds (a client process is reaped inside the loop)."""
         ...
+
+
+@runtime_checkable
+class Ends(Protocol):
+    """A source that can be told its writer is gone (the server `run` started has exited): it reads what is left,
+    hands on the partial last line too (a line that will never get its newline is complete), and ends."""
+
+    def end_of_input(self) -> None: ...

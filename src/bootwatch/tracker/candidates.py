@@ -92,11 +92,18 @@ def _explaining_a_death(live: list[Candidate]) -> Candidate | None:
 
 
 def _complete_copy(chosen: Candidate, live: list[Candidate]) -> Candidate:
-    """A copy cut short by another process's interleaved write: prefer the complete copy."""
+    """A copy cut short by another process's interleaved write: prefer the complete copy. A later line that only
+    adds an empty message ("KeyboardInterrupt: " after "KeyboardInterrupt") says nothing more: it is another
+    exception of the same name (a second Ctrl-C's echo), not the rest of this one."""
+    said = _said(chosen.text)
     for c in live:
-        if c.line_no > chosen.line_no and len(c.text) > len(chosen.text) and c.text.startswith(chosen.text):
+        if c.line_no > chosen.line_no and len(_said(c.text)) > len(said) and c.text.startswith(chosen.text):
             return c
     return chosen
+
+
+def _said(text: str) -> str:
+    return text.rstrip(": \t")
 
 
 def _precise_detail(chosen: Candidate, live: list[Candidate]) -> Candidate:

@@ -16,6 +16,7 @@ from bootwatch.lines import Line
 from bootwatch.tracker.context import LineContext
 from bootwatch.tracker.evidence import judge
 from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.phasing import mark_ready
 
 if TYPE_CHECKING:
     from bootwatch.tracker.tracker import Tracker
@@ -69,6 +70,7 @@ def detect(tracker: Tracker, ctx: LineContext) -> None:
         _revoke_ready(launch)
     launch.engine, launch.rules = best, tracker.book.for_engine(best)
     _rejudge(tracker, launch, ctx.line)
+    _ready_just_before(tracker, launch, ctx)
 
 
 def select(tracker: Tracker, ctx: LineContext) -> None:
@@ -136,6 +138,23 @@ def _weigh_detect_rules(tracker: Tracker, launch: Launch, hits: list[Rule]) -> N
         if seen < DETECT_REPEAT:
             launch.detect_hits[rule.source] = seen + 1
             launch.scores[engine] = launch.scores.get(engine, 0) + rule.weight
+
+
+def _ready_just_before(tracker: Tracker, launch: Launch, ctx: LineContext) -> None:
+    """The line just before this one is the real engine's readiness, read while the engine seemed another: a
+    banner whose first line is readiness and whose second names the server (LocalAI's Fiber box: its top
+    border, then 'Fiber v2.44.0'). Only the line just before: an older one has had lines after it that a ready
+    server would not have printed unnoticed."""
+    prev = launch.prev
+    # (by number: the prefilter keeps lines no rule matches from the tracker, so the last line seen may be older)
+    if prev is None or launch.ready is not None or launch.dying is not None or prev[0].no != ctx.line.no - 1:
+        return
+    line, hits, t, log_t = prev
+    for r in rules_of(tracker.book, launch, hits).get("ready", ()):
+        if r.back or r.unless and r.unless in launch.flags or r.needs and r.needs not in launch.flags:
+            continue
+        mark_ready(launch, line, t, ctx.events, r.message, log_t)
+        return
 
 
 def _revoke_ready(launch: Launch) -> None:

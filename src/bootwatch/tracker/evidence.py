@@ -42,18 +42,25 @@ def tracebacks(tracker: Tracker, ctx: LineContext) -> None:
         ctx.consumed = True
         return
     tb = tracker.tb
+    launch = ctx.launch
     if is_header(line.text):
         tb.start(line)
+        if launch.benign_at is not None and launch.benign_at == line.no - 1:
+            launch.warned_tracebacks.add(line.no)
     elif tb.busy:
         consumed, done = tb.feed(line)
-        if done is not None:
-            add_candidate(tracker, ctx.launch, from_traceback(done))
+        if done is not None and done.header_no not in launch.warned_tracebacks:
+            add_candidate(tracker, launch, from_traceback(done))
         ctx.consumed = consumed
 
 
 def evidence(tracker: Tracker, ctx: LineContext) -> None:
-    """A line no rule calls benign may be evidence of failure."""
-    if not ctx.benign:
+    """A line no rule calls benign may be evidence of failure. A benign rule may say its line is logged with its
+    exception (`traceback`): the traceback right below it is the warning's, harmless too."""
+    if ctx.benign:
+        if any(r.traceback for r in ctx.sel.get("benign", ())):
+            ctx.launch.benign_at = ctx.line.no
+    else:
         ctx.matched |= judge(tracker, ctx.launch, ctx.sel, ctx.line, ctx.t)
 
 

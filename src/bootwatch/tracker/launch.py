@@ -44,6 +44,17 @@ class Launch:
     # Errors the server logged that no rule knows: only the latest matter (they explain a death that follows).
     error_lines: deque[Candidate] = field(default_factory=lambda: deque(maxlen=32))
     dying: int | None = None  # line of the first evidence of death before ready
+    benign_at: int | None = None  # the latest line a benign rule called harmless, logged with its exception
+    # Tracebacks (by their header's line) printed right below a benign line: the warning's own, logged with its
+    # exception (TGI's "Could not import Flash Attention enabled models"), which the process survived
+    warned_tracebacks: set[int] = field(default_factory=set)
+    # The latest line a phase or progress rule took, with its clock then (the decision's and the log's): where a
+    # `back` ready rule dates readiness (an offline engine's first request proves its initialisation had ended)
+    last_step: tuple[Line, float | None, float | None] | None = None
+    # The latest non-blank line the tracker saw (the prefilter skips lines no rule matches), its rule hits and clock:
+    # judged again for readiness when the engine turns out to be another one at the next line (a banner whose
+    # second line names the server)
+    prev: tuple[Line, list[Rule], float | None, float | None] | None = None
     # A cause_next rule's line (its category, its number): the line after it is its message (a Rust panic's).
     cause_next: tuple[str | None, int] | None = None
     dying_after_ready: int | None = None
@@ -68,11 +79,12 @@ class Launch:
             return True
         return any(p.name not in ("start", "config") for p in self.phases)
 
-    def close_phase(self, no: int, t: float | None) -> None:
+    def close_phase(self, no: int, t: float | None, log_t: float | None = None) -> None:
+        """`log_t`: the log's clock at line `no` when that is not the latest line (default: the latest's)."""
         cur = self.current
         if cur is not None and cur.end_line is None:
-            cur.end_line, cur.end_t, cur.end_log_t = no, t, self.last_log_t
+            cur.end_line, cur.end_t, cur.end_log_t = no, t, self.last_log_t if log_t is None else log_t
 
-    def open_phase(self, phase: Phase) -> None:
-        phase.start_log_t = self.last_log_t
+    def open_phase(self, phase: Phase, log_t: float | None = None) -> None:
+        phase.start_log_t = self.last_log_t if log_t is None else log_t
         self.phases.append(phase)

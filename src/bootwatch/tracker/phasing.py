@@ -42,6 +42,7 @@ def phases(tracker: Tracker, ctx: LineContext) -> None:
     else:
         _start(ctx.launch, r, ctx.line, ctx.t, ctx.events)
     ctx.matched = True
+    _stepped(ctx)
 
 
 def progress(tracker: Tracker, ctx: LineContext) -> None:
@@ -53,6 +54,7 @@ def progress(tracker: Tracker, ctx: LineContext) -> None:
         if m:
             _advance(ctx.launch, r, m, ctx.line, ctx.t, ctx.events)
             ctx.matched = True
+            _stepped(ctx)
             return
 
 
@@ -66,12 +68,23 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
             continue
         # From the set's hits: it matched this message already.
         ctx.matched = True
-        if launch.dying is None:  # a ready line after the server started dying is not readiness
-            _ready(launch, ctx.line, ctx.t, ctx.events, r.message)
+        if launch.dying is not None:  # a ready line after the server started dying is not readiness
+            return
+        if r.back and launch.last_step is not None:
+            # This line proves readiness came before it (an offline engine's first request): the last step of
+            # its startup was readiness.
+            line, t, log_t = launch.last_step
+            mark_ready(launch, line, t, ctx.events, r.message, log_t)
+        else:
+            mark_ready(launch, ctx.line, ctx.t, ctx.events, r.message)
         return
 
 
 # ---- what they do ----------------------------------------------------------------------------------
+def _stepped(ctx: LineContext) -> None:
+    ctx.launch.last_step = (ctx.line, ctx.t, ctx.launch.last_log_t)
+
+
 def _begin(launch: Launch, name: str, draft: bool, line: Line, t: float | None, ev: list[Event]) -> None:
     launch.close_phase(line.no, t)
     launch.open_phase(Phase(name, line.no, t, draft=draft))
@@ -140,9 +153,13 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
     cancel_candidates(launch, line.proc)
 
 
-def _ready(launch: Launch, line: Line, t: float | None, ev: list[Event], how: str | None = None) -> None:
-    launch.close_phase(line.no, t)
-    launch.open_phase(Phase("ready", line.no, t, line.no, t, done=True, end_log_t=launch.last_log_t))
+def mark_ready(
+    launch: Launch, line: Line, t: float | None, ev: list[Event], how: str | None = None, log_t: float | None = None
+) -> None:
+    """`log_t`: the log's clock at `line` when it is an earlier line than the latest (a `back` rule's)."""
+    log_t = launch.last_log_t if log_t is None else log_t
+    launch.close_phase(line.no, t, log_t)
+    launch.open_phase(Phase("ready", line.no, t, line.no, t, done=True, end_log_t=log_t), log_t)
     # The log says ready; the `ready` phase and event are the verdict machine's to emit once it accepts it
     # (a generic uvicorn line may be revoked by a later warm-up failure, a --url must answer first).
     # `how`: what the readiness rests on, when the rule says (an unknown engine's own listening line)

@@ -46,6 +46,8 @@ def remember(tracker: Tracker, ctx: LineContext) -> None:
     if ctx.matched or line.level in ("WARNING", "ERROR"):
         ctx.launch.last_line = line.raw
     ctx.launch.recent.append(line.raw)
+    if line.text.strip():
+        ctx.launch.prev = (line, ctx.hits, ctx.t, ctx.launch.last_log_t)
 
 
 # The steps that act only on what the line's rule hits select, by kind: a line no rule matched (most lines of a
