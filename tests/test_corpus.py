@@ -14,6 +14,13 @@ from .conftest import corpus_labels
 from .corpus_scoring import judge
 
 KNOWN_MISSES = {
+    "ollama/journalctl-reverse-order-nfs-mkdir-mnt-llm-permission-denied-failed": "a journal printed newest first (journalctl -r): the daemon's launch line comes after its death",
+    "ollama/termux-android-serve-bind-127001-11434-in-use-nul-padding-then-old-daemon-gin-lines-failed": "the failing first line is split off by the NUL run after it; the label judges the second `ollama serve` (bind in use), bootwatch the older daemon's lines after the NULs",
+    "ollama/v0.12.6-homebrew-macos-m1pro-metal-first-load-runner-started-twice-head-excerpt": "ready at the first model load's 'llama runner started'; the label takes a later load's, by the corpus's Ollama convention (the last load)",
+    "ollama/v0.30.10-windows-vulkan-intel-uhd-gpu-discovery-watchdog-timeouts-tinyllama-llama-server-started-head-excerpt": "ready at the first model load's 'llama-server started'; the label takes a later load's (the Ollama convention)",
+    "ollama/v0.30.8-windows-rtx5050-laptop-amd-driver-too-old-rocm-gfx1103-dropped-llama-server-started-ready": "ready at the first model load's 'llama-server started'; the label takes a later load's (the Ollama convention)",
+    "sglang/2025-02-multinode-3-gpus-qwen2-heads-not-divisible-by-tp-assertionerror-fragment": "a bare 'AssertionError' below its assert: bootwatch names the assert line (what failed), the label the exception line",
+    "vllm/v0.11.0-offline-llm-embed-t4-init-done-then-first-request-triton-llvm-unsupported-rounding-mode-enginedead": "an offline engine that crashes at its first request: the label keeps it ready at its init line (offline convention), bootwatch calls the crash a startup failure",
     "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
@@ -24,6 +31,10 @@ KNOWN_MISSES = {
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
 }
 KNOWN_ENGINE_MISSES = {
+    "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
+    "ollama/launch-script-ollama-command-not-found-one-line-failed": "a shell's 'ollama: command not found' names no engine yet (an engine's bare command name is not data)",
+    "ollama/termux-android-serve-bind-127001-11434-in-use-nul-padding-then-old-daemon-gin-lines-failed": "after the NUL run, the older daemon's GIN request lines name no engine",
+    "vllm/launcher-vllm-command-not-found-one-line-failed": "a shell's 'vllm: command not found' names no engine yet (as the Ollama one)",
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
     "ollama/rocm-dolphin3-llama31-8b-unable-to-allocate-rocm0-buffer-failed-excerpt": "an excerpt of the llama.cpp lines Ollama relays: nothing in it names Ollama",
     "uvicorn/llama-cpp-python-cpu-qwen36-35b-a3b-q2k-uvicorn-running-ready-head-tail-excerpt": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",

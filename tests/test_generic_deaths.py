@@ -405,3 +405,23 @@ def test_a_traceback_logged_with_a_harmless_warning_is_not_a_failure(tmp_path: P
     assert s["verdict"] == "failed" and s["failure"]["text"].startswith(
         "Shard process was signaled to shutdown with signal 9"
     )
+
+
+# systemd's journal of a service whose main process ended (real lines: tests/corpus/ollama/v0.5.7-journald-*): the
+# unit's own last line says why; an exit with status 0 is a clean stop, not a death.
+JOURNAL = (
+    "Feb 09 18:55:00 asus ollama[11630]: Couldn't find '/var/lib/ollama/.ollama/id_ed25519'. Generating new private key.\n"
+    "Feb 09 18:55:00 asus ollama[11630]: Error: could not create directory mkdir /var/lib/ollama: permission denied\n"
+    "Feb 09 18:55:00 asus systemd[1]: ollama.service: Main process exited, code={how}\n"
+)
+
+
+def test_a_services_main_process_that_exits_badly_is_a_death_explained_by_its_last_error(tmp_path: Path) -> None:
+    s = report(tmp_path, JOURNAL.format(how="exited, status=1/FAILURE"))
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"].endswith("Error: could not create directory mkdir /var/lib/ollama: permission denied")
+
+
+def test_a_services_main_process_that_exits_0_is_no_death(tmp_path: Path) -> None:
+    log = JOURNAL.replace("Error: could not create", "note: would create").format(how="exited, status=0/SUCCESS")
+    assert report(tmp_path, log)["verdict"] == "incomplete"
