@@ -359,7 +359,27 @@ def test_run_keeps_every_byte_of_a_fast_writer(tmp_path: Path) -> None:
     assert code == 1  # it exited 0 without ever being ready: not a successful startup
 
 
-@pytest.mark.parametrize("label", sorted(CORPUS.glob("*/*.json")), ids=lambda p: f"{p.parent.name}/{p.stem}")
+# Logs whose live replay names another cause than the report, each with its class (strict: a fix fails the suite
+# until the entry leaves).
+REPLAY_DISAGREES = {
+    "vllm/v0.11.0-offline-llm-embed-t4-init-done-then-first-request-triton-llvm-unsupported-rounding-mode-enginedead": (
+        "an engine death whose scheduler dump follows the RuntimeError: the live replay settles on the dump's "
+        "error lines, the report on the RuntimeError (found by blind batch G8)"
+    ),
+}
+
+
+def _replay_params() -> list:
+    out = []
+    for label in sorted(CORPUS.glob("*/*.json")):
+        name = f"{label.parent.name}/{label.stem}"
+        why = REPLAY_DISAGREES.get(name)
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        out.append(pytest.param(label, id=name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("label", _replay_params())
 def test_replay_agrees_with_report(label: Path) -> None:
     log = label.with_suffix(".log")
     rep = json.loads(
