@@ -21,7 +21,7 @@ from bootwatch.errors import UsageError
 from bootwatch.lines import Normalizer
 from bootwatch.lines.ansi import strip_ansi_bytes
 from bootwatch.serving import ServingTracker
-from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
+from bootwatch.sources.chunks import READ_SIZE, LineChunker, newlines_before, pieces
 from bootwatch.sources.encoding import Utf8Reader, decode_line, drop_nuls, legacy_text, sniff
 from bootwatch.sources.file import check_path, launch_starts
 from bootwatch.sources.interrupts import stop_requested
@@ -62,16 +62,8 @@ def launch_marker(extra: Iterable[os.PathLike[str] | str] = ()) -> Any:
 
 def count_lines(path: os.PathLike[str] | str, end: int) -> int:
     """Newlines in the first `end` bytes of the file."""
-    n = 0
     with open(path, "rb") as f:
-        left = end
-        while left > 0:
-            block = f.read(min(READ_SIZE * 4, left))
-            if not block:
-                break
-            n += block.count(b"\n")
-            left -= len(block)
-    return n
+        return newlines_before(f.fileno(), end)
 
 
 def looks_binary(head: bytes) -> bool:
@@ -152,10 +144,8 @@ class Analyzer:
             self._note_nul_runs(data)
         data = strip_ansi_bytes(drop_nuls(data))
         tracker = self.tracker
-        if skim:
-            if self.skimmed_from is None:
-                self.skimmed_from = self.next_no
-            self.skimmed_to = self.next_no + data.count(b"\n") - 1
+        if skim and self.skimmed_from is None:
+            self.skimmed_from = self.next_no
         starts = (skim_prefilter_for(self._rules) if skim else self.prefilter).line_starts(data)
         events: list[Event] = []
         count, find = data.count, data.find
@@ -177,6 +167,8 @@ class Analyzer:
         no += count(b"\n", pos) if pos < n else 0
         self.lines_seen += no - self.next_no
         self.next_no = no
+        if skim:
+            self.skimmed_to = no - 1
         self._note_tail(data, no)
         self._note_last(data, no - 1, now)
         return events

@@ -351,12 +351,8 @@ class Session:
         that backgrounds the server): a launcher, not the server. The group is followed, and judged by its log
         and health as ever, until it is all gone. True while it runs."""
         assert self.server is not None
-        if not self._launcher_left and self.server.log.size() > self.server.log.start_offset:
-            # It printed before it exited 0: it was the server (a graceful stop; its helpers left over are
-            # stopped with the group), not a launcher, which backgrounds the server and exits without a word.
-            return False
         members = self.server.members()
-        if not members:
+        if not self.server.launcher_exited() or not members:
             return False
         if not self._launcher_left:
             self._launcher_left = True

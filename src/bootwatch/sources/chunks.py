@@ -3,6 +3,7 @@ also hands on a \r progress bar's redraws before its newline (`updates`, `curren
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 READ_SIZE = 1 << 20
@@ -145,3 +146,16 @@ def pieces(data: bytes, size: int = PIECE) -> Iterator[bytes]:
                 return
         yield data[start : cut + 1]
         start = cut + 1
+
+
+def newlines_before(fd: int, end: int) -> int:
+    """Newlines in the first `end` bytes of the open file (read with pread: its offset is left as it is). Line
+    numbers count from the top of a file, what the file (and `report`) says."""
+    n = pos = 0
+    while pos < end:
+        block = os.pread(fd, min(READ_SIZE * 4, end - pos), pos)
+        if not block:
+            break
+        n += block.count(b"\n")
+        pos += len(block)
+    return n

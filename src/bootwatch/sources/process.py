@@ -27,6 +27,7 @@ from typing import Protocol
 import psutil
 
 from bootwatch.errors import UsageError
+from bootwatch.sources.chunks import newlines_before
 
 PR_SET_PDEATHSIG = 1
 # The stop: Ctrl-C once (what a user would do), then SIGTERM, then SIGKILL; each with its grace.
@@ -121,7 +122,7 @@ class ServerLog:
             # An old last line without its newline: the server's first line starts a line of its own, not the
             # tail of that one (a rule anchored at the line's start would never see it).
             start += os.write(fd, b"\n")
-        return cls(path, fd, read_fd, start, created, _newlines(read_fd, start))
+        return cls(path, fd, read_fd, start, created, newlines_before(read_fd, start))
 
     def size(self) -> int:
         """How much the server has written, in the file it writes (not whatever is at the path now)."""
@@ -158,19 +159,6 @@ class ServerLog:
             if self.created and os.fstat(self.read_fd).st_size == 0:
                 self.path.unlink()
         self.close()
-
-
-def _newlines(fd: int, end: int) -> int:
-    """Newlines in the first `end` bytes of the open file: line numbers count from the top of the file, what the
-    file (and `report`) says, not from where the server's output begins."""
-    n = pos = 0
-    while pos < end:
-        block = os.pread(fd, min(1 << 22, end - pos), pos)
-        if not block:
-            break
-        n += block.count(b"\n")
-        pos += len(block)
-    return n
 
 
 # ---- children that die with bootwatch -------------------------------------------------------------
@@ -284,6 +272,7 @@ class ServerProcess:
         self.group: Group | None = None
         self._stop_begun: float | None = None  # loop time of begin_stop's signal
         self._members: tuple[float, list[psutil.Process]] | None = None  # (when, what members() found)
+        self._launcher: bool | None = None  # launcher_exited(), once decided
 
     def start(self) -> None:
         env = dict(os.environ if self.env is None else self.env)
@@ -351,11 +340,22 @@ class ServerProcess:
         members = self.members()
         return members[0].pid if members else self.pid
 
+    def launcher_exited(self) -> bool:
+        """The process we started was a launcher: it exited 0 without a word in the log while its group runs on
+        (`sh -c 'server &'`); what it left running is the server. One that printed before its exit 0 was the
+        server (a graceful stop; helpers it left are stopped with the group). Decided once, when the exit is
+        first seen: the backgrounded server writes the log afterwards."""
+        if self.poll() != 0:
+            return False
+        if self._launcher is None:
+            self._launcher = self.log.size() <= self.log.start_offset and bool(self.members())
+        return self._launcher
+
     def ended(self) -> int | None:
         """The server's end (the returncode of the process we started), once nothing of it runs: a launcher's
-        exit 0 with the server in the background (`sh -c 'server &'`) is not the end, the group's is."""
+        exit 0 with the server in the background is not the end, the group's is."""
         code = self.poll()
-        if code is None or code == 0 and self.members():
+        if code is None or self.launcher_exited() and self.members():
             return None
         return code
 
