@@ -61,7 +61,7 @@ def free_port() -> int:
 def vllm_cmd(
     port: int, model: str | None = None, args: tuple[str, ...] = (), env: tuple[str, ...] = (), kv_bytes: bool = True
 ) -> list[str]:
-    """The recommended vLLM CPU command of ../shared/real-servers.md, on the project's tiny model."""
+    """vLLM's recommended CPU command line, on the tiny model scripts/real-servers builds."""
     kv = ["--kv-cache-memory-bytes", "1073741824"] if kv_bytes else []
     return [
         "env",
