@@ -11,7 +11,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import re2
 
@@ -252,7 +252,7 @@ CATCH_UP_PIECE = 64 << 10  # a stop signal is looked at this often while a file 
 
 
 def analyze_file(
-    f,
+    f: BinaryIO,
     analyzer: Analyzer,
     name: str,
     complete_only: bool = False,  # noqa: ANN001 - binary file
@@ -299,7 +299,7 @@ def analyze_file(
     return fed, chunker.truncated_lines
 
 
-def open_log(path: os.PathLike[str] | str):  # noqa: ANN201
+def open_log(path: os.PathLike[str] | str) -> BinaryIO:
     """A log to read once to its end: a regular file, a /proc file or a FIFO (read as a stream, to its
     writer's close); a device is refused before it is opened."""
     if str(path) == "-":  # standard input, read as a stream to its end (`report - < server.log`, a pipe)

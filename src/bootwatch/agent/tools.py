@@ -268,7 +268,9 @@ async def _stop_group(pid: int) -> str:
     except ProcessLookupError:
         return "already gone"
     target = pgid if pgid == pid else None  # not its own group leader: signal the process alone
-    send = (lambda sig: os.killpg(pid, sig)) if target is not None else (lambda sig: os.kill(pid, sig))
+    send: Callable[[int], None] = (
+        (lambda sig: os.killpg(pid, sig)) if target is not None else (lambda sig: os.kill(pid, sig))
+    )
 
     def gone() -> bool:
         return not _group_alive(pid) if target is not None else not psutil.pid_exists(pid)

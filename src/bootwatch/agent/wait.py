@@ -463,7 +463,7 @@ def _next_state(
 
 
 # ---- run --detach --wait-at-most --------------------------------------------------------------------
-def make_sink(args: Any, analyzer: Analyzer, source: str) -> Any:
+def make_sink(args: Any, analyzer: Analyzer, source: str) -> Sink:
     """`run --wait-at-most`: quiet while it waits, like `watch --wait-at-most`."""
     return _with_extras(Recorder(json_out=args.json), args, source, analyzer)
 

@@ -129,7 +129,7 @@ def model_of(answer: object, default: str) -> str:
     if isinstance(data, list) and data:
         first = data[0]
         if isinstance(first, dict) and isinstance(first.get("id"), str):
-            return first["id"]
+            return str(first["id"])
         if isinstance(first, str):
             return first
     return default

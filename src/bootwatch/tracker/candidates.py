@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bootwatch.tracker.parts import Failure
@@ -61,7 +62,7 @@ def _first(cs: list[Candidate]) -> Candidate:
 
 def _by_tier(live: list[Candidate]) -> Candidate | None:
     """The first real exception, else a suspect line, else a loose exception line, else a termination."""
-    tiers = (
+    tiers: tuple[Callable[[Candidate], bool], ...] = (
         lambda c: c.kind in ("traceback", "fatal") and not c.wrapper and not c.termination,
         lambda c: c.kind == "suspect",
         lambda c: c.kind == "loose" and not c.wrapper and not c.termination,
