@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from bootwatch.opening import SERVING_TAIL, catch_up
 from bootwatch.pipeline import Analyzer, analyze_file, launch_marker
 from bootwatch.serving.detectors import all_detectors
 from bootwatch.sources.file import last_launch_offset
-from bootwatch.sources.local import SERVING_TAIL, catch_up
 
 from .conftest import AFTER_READY, CORPUS
 

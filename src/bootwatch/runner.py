@@ -20,6 +20,7 @@ from bootwatch.cluster import Cluster, Node, NodeSink
 from bootwatch.errors import UsageError
 from bootwatch.guard import Guard, start_guarded
 from bootwatch.insight.live import Insight, watch_insight
+from bootwatch.opening import Opening, open_source
 from bootwatch.pipeline import Analyzer, looks_binary, open_log, rules_for, year_of
 from bootwatch.probes.http import HttpProbe
 from bootwatch.probes.url import check_url, guess_url
@@ -30,7 +31,6 @@ from bootwatch.sources.fd_follow import FdFollower
 from bootwatch.sources.interrupts import Interrupts
 from bootwatch.sources.process import ServerLog, ServerProcess
 from bootwatch.sources.protocol import Source
-from bootwatch.sources.registry import Opening, open_source
 from bootwatch.sources.replay import is_fifo, replay_chunks
 from bootwatch.sources.spec import Spec, parse_source
 from bootwatch.then import ThenResult, run_then, then_note

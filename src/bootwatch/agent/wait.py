@@ -253,10 +253,10 @@ def state_path(args: Any, spec: Spec) -> Path:
 async def watch(args: Any) -> int:
     """`watch SOURCE --wait-at-most DUR`."""
     from bootwatch.insight.live import watch_insight
+    from bootwatch.opening import Opening, open_source
     from bootwatch.probes.http import HttpProbe
     from bootwatch.probes.url import check_url
     from bootwatch.session import Options, Session
-    from bootwatch.sources.registry import Opening, open_source
 
     check_args(args)
     if args.url:

@@ -24,7 +24,7 @@ from bootwatch.sources.kubectl import KubectlClient
 from bootwatch.sources.spec import Spec, parse_container
 
 if TYPE_CHECKING:
-    from bootwatch.sources.registry import Opening
+    from bootwatch.sources.protocol import OpenOptions
 
 REATTACH_PAUSE_S = 0.5  # lets a restarting container come up before its logs are asked for again
 
@@ -131,7 +131,7 @@ def parse_spec(text: str) -> Spec:
     return parse_container(text)
 
 
-def open_source(spec: Spec, opening: Opening) -> ContainerFollower:
+def open_source(spec: Spec, opening: OpenOptions) -> ContainerFollower:
     return ContainerFollower(spec, note=opening.note)
 
 

@@ -27,7 +27,7 @@ from bootwatch.sources.container_state import Death
 from bootwatch.sources.spec import Spec
 
 if TYPE_CHECKING:
-    from bootwatch.sources.registry import Opening
+    from bootwatch.sources.protocol import OpenOptions
 
 REATTACH_PAUSE_S = 0.5
 # A unit name (systemd.unit(5)): letters, digits, ":-_.\@", and a type suffix; a bare name means .service.
@@ -56,7 +56,7 @@ def parse_spec(text: str) -> Spec:
     return JournaldSpec("journald", text, unit=unit, journal_namespace=m.group("ns"))
 
 
-def open_source(spec: Spec, opening: Opening) -> JournaldFollower:
+def open_source(spec: Spec, opening: OpenOptions) -> JournaldFollower:
     assert isinstance(spec, JournaldSpec)
     return JournaldFollower(spec, every_boot=opening.from_start, note=opening.note)
 

@@ -32,6 +32,16 @@ class Source(Protocol):
         ...
 
 
+class OpenOptions(Protocol):
+    """What a scheme's opener is given besides its Spec (bootwatch/opening.py's `Opening` is one): whether to
+    read from the start, and where to say a note (waiting, reconnecting)."""
+
+    @property
+    def from_start(self) -> bool: ...
+
+    def note(self, text: str) -> None: ...
+
+
 @runtime_checkable
 class Ends(Protocol):
     """A source that can be told its writer is gone (the server `run` started has exited): it reads what is left,

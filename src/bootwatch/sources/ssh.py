@@ -23,7 +23,7 @@ from bootwatch.sources.client import ClientFollower
 from bootwatch.sources.spec import Spec, parse_ssh_url
 
 if TYPE_CHECKING:
-    from bootwatch.sources.registry import Opening
+    from bootwatch.sources.protocol import OpenOptions
 
 NO_FILE, NO_TAIL = 66, 69  # exit codes of the remote preamble
 FOLLOWING = "bootwatch: following"  # the preamble passed: the connection and the file are fine
@@ -183,5 +183,5 @@ def parse_spec(text: str) -> Spec:
     return parse_ssh_url(text)
 
 
-def open_source(spec: Spec, opening: Opening) -> SshFollower:
+def open_source(spec: Spec, opening: OpenOptions) -> SshFollower:
     return SshFollower(spec, note=opening.note)

@@ -1,21 +1,50 @@
-"""A local file (or FIFO) as a SOURCE: catch up on the current launch, then follow what is written."""
+"""Opening a SOURCE for a watch: the scheme's own opener (sources/registry.py), or, for a local file, the
+catch-up on what it already holds through the Analyzer. That catch-up is why this sits above pipeline and the
+sinks while the followers themselves sit below them."""
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bootwatch.errors import UsageError
 from bootwatch.pipeline import Analyzer, analyze_file, count_lines, launch_marker
+from bootwatch.sinks.protocol import Sink
 from bootwatch.sources.file import FileFollower, Kind, check_path, last_launch_offset
 from bootwatch.sources.interrupts import caught_while_busy
-from bootwatch.sources.registry import Opening
-from bootwatch.sources.spec import Spec, parse_unprefixed
+from bootwatch.sources.protocol import Source
+from bootwatch.sources.registry import opener
+from bootwatch.sources.spec import Spec
 
 # A catch-up reads the latest serving lines of a ready launch in full (the live view's first numbers); the
 # stretch between its ready line and these is skimmed (Analyzer.skim_until).
 SERVING_TAIL = 64 << 10
+
+
+@dataclass
+class Opening:
+    """What an opener may use: the analyzer (a file catches up on what it already holds), the sink (notes,
+    the events of the launch so far), and the watch's options. `await_new` is the opener's to set: the file's
+    last launch had already ended, so only a new one is judged. The schemes' openers see it as
+    `sources.protocol.OpenOptions`."""
+
+    analyzer: Analyzer
+    sink: Sink
+    from_start: bool = False
+    rules: tuple[str, ...] = ()
+    attach_ready: bool = False  # a last launch already ready is the server as it stands, not one already over
+    await_new: bool = field(default=False)
+
+    def note(self, text: str) -> None:
+        self.sink.note(time.time(), text)
+
+
+def open_source(spec: Spec, opening: Opening) -> Source:
+    if spec.kind == "file":
+        return open_file(spec, opening)
+    return opener(spec)(spec, opening)
 
 
 def catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
@@ -34,11 +63,7 @@ def catch_up(path: Path, analyzer: Analyzer, start: int) -> int:
     return start + fed
 
 
-def parse_spec(text: str) -> Spec:
-    return parse_unprefixed(text)
-
-
-def open_source(spec: Spec, opening: Opening) -> FileFollower:
+def open_file(spec: Spec, opening: Opening) -> FileFollower:
     path = Path(spec.path)
     kind = check_path(path)  # a device or a /proc file is refused before anything is read
     start = 0
@@ -77,3 +102,6 @@ def already_ready(source: str, analyzer: Analyzer) -> str:
     when = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))} by the log's clock" if t else ""
     line = f" (line {ready.line_no})" if ready is not None and ready.line_no else ""
     return f"the last launch in {source} was already ready{when}{line}"
+
+
+__all__ = ["SERVING_TAIL", "Opening", "already_ready", "catch_up", "open_file", "open_source"]
