@@ -32,9 +32,7 @@ KNOWN_MISSES = {
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
-    "ollama/launch-script-ollama-command-not-found-one-line-failed": "a shell's 'ollama: command not found' names no engine yet (an engine's bare command name is not data)",
     "ollama/termux-android-serve-bind-127001-11434-in-use-nul-padding-then-old-daemon-gin-lines-failed": "after the NUL run, the older daemon's GIN request lines name no engine",
-    "vllm/launcher-vllm-command-not-found-one-line-failed": "a shell's 'vllm: command not found' names no engine yet (as the Ollama one)",
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
     "ollama/rocm-dolphin3-llama31-8b-unable-to-allocate-rocm0-buffer-failed-excerpt": "an excerpt of the llama.cpp lines Ollama relays: nothing in it names Ollama",
     "uvicorn/llama-cpp-python-cpu-qwen36-35b-a3b-q2k-uvicorn-running-ready-head-tail-excerpt": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",

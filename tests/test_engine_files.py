@@ -72,3 +72,37 @@ def test_a_users_engine_can_be_forced_with_engine(tmp_path: Path) -> None:
     assert s["engine"] == "mine" and s["verdict"] == "ready" and s["engine_display"] == "My Server"
     bad = subprocess.run([*cmd, "--engine", "theirs", str(log)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown engine 'theirs'" in bad.stderr and "mine" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "line, engine",
+    [
+        ("bash: line 1: trtllm-serve: command not found", "trtllm"),
+        ("./start.sh: line 4: text-generation-launcher: command not found", "tgi"),
+        ("dash: 1: vllm: not found", "vllm"),
+        ("zsh:1: command not found: lmdeploy", "lmdeploy"),
+        ("fish: Unknown command: ollama", "ollama"),
+        ('exec: "llama-server": executable file not found in $PATH: unknown.', "llamacpp"),
+        ("'ollama' is not recognized as an internal or external command,", "ollama"),
+        (
+            "vllm : The term 'vllm' is not recognized as the name of a cmdlet, function, script file, or operable program.",
+            "vllm",
+        ),
+    ],
+)
+def test_a_shell_that_cannot_find_an_engines_program_names_the_engine(line: str, engine: str, tmp_path: Path) -> None:
+    from bootwatch.pipeline import analyze_path
+
+    log = tmp_path / "one.log"
+    log.write_text(line + "\n")
+    summary = analyze_path(log)
+    assert summary["engine"] == engine
+    assert summary["verdict"] == "failed" and summary["failure"]["category"] == "environment"
+
+
+def test_a_program_that_is_not_an_engines_names_none(tmp_path: Path) -> None:
+    from bootwatch.pipeline import analyze_path
+
+    log = tmp_path / "one.log"
+    log.write_text("bash: line 1: nvidia-smi-x: command not found\n")
+    assert analyze_path(log)["engine"] == "unknown"

@@ -11,6 +11,7 @@ together also form the prefilter that lets bootwatch skip uninteresting lines at
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Iterator
@@ -101,6 +102,9 @@ class EngineRules:
     commands: list[Pattern] = field(
         default_factory=list
     )  # command lines that start it (`run`): its engine until a line says
+    executables: list[str] = field(default_factory=list)  # its programs' bare names ("vllm", "llama-server")
+    # a shared file's wordings of a shell that cannot find a program, `{name}` where the program's name goes
+    shell_not_found: list[str] = field(default_factory=list)
 
     def add(self, other: EngineRules) -> None:
         for k in KINDS:
@@ -240,6 +244,8 @@ _TOP_KEYS = {
     "capacity",
     "serving",
     "commands",
+    "executables",
+    "shell_not_found",
     *KINDS,
 }
 
@@ -293,7 +299,13 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
             compile_pattern(c, f"{origin}#commands[{i}]")
             for i, c in enumerate(_strings(doc.get("commands", []), origin, "commands"))
         ],
+        executables=_strings(doc.get("executables", []), origin, "executables"),
+        shell_not_found=_strings(doc.get("shell_not_found", []), origin, "shell_not_found"),
     )
+    for i, t in enumerate(er.shell_not_found):
+        if "{name}" not in t:
+            raise UsageError(f"{origin}#shell_not_found[{i}]: needs `{{name}}` where the program's name goes")
+        compile_pattern(t.replace("{name}", "x"), f"{origin}#shell_not_found[{i}]")
     for kind in KINDS:
         entries = doc.get(kind, [])
         if not isinstance(entries, list):
@@ -383,6 +395,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
             er.health = er.health or old.health
             er.runs = er.runs or list(old.runs)
             er.formats = er.formats or list(old.formats)
+            er.executables = er.executables or list(old.executables)
             parsed[name] = (sorted(set(old_ext) | set(ext)), er)
         else:
             parsed[name] = (ext or ["python", "uvicorn"], er)
@@ -397,6 +410,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
             health=er.health,
             formats=list(er.formats),
             commands=list(er.commands),
+            executables=list(er.executables),
         )
         merged.add(er)
         for base in ext:
@@ -404,6 +418,21 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
                 raise UsageError(f"{name}: extends unknown rule set {base!r}")
             merged.add(parsed[base][1])
         engines[name] = merged
+    wordings = [t for _, er in parsed.values() for t in er.shell_not_found]
+    for er in engines.values():
+        if er.executables and wordings:
+            er.rules["detect"].append(_not_found_rule(er, wordings))
     detect = [(n, r) for n, er in engines.items() for r in er["detect"] if n != "unknown"]
     launch = [(n, r) for n, er in engines.items() for r in er["launch"]]
     return RuleBook(engines, detect, launch)
+
+
+def _not_found_rule(er: EngineRules, wordings: list[str]) -> Rule:
+    """A shell that cannot find one of the engine's programs names the engine that was meant to start: the
+    launch's only line is often that one (a venv not activated, a PATH without the install)."""
+    names = "(?:" + "|".join(re.escape(x) for x in er.executables) + ")"
+    where = f"{er.name}.toml#executables"
+    pattern = "|".join(f"(?:{t.replace('{name}', names)})" for t in wordings)
+    # bash's own words for the first program (tests/test_rule_examples.py runs every rule on its example)
+    example = f"bash: line 1: {er.executables[0]}: command not found"
+    return Rule(kind="detect", regex=compile_pattern(pattern, where), source=where, example=example, weight=3)
