@@ -20,7 +20,6 @@ KNOWN_MISSES = {
     "ollama/v0.30.10-windows-vulkan-intel-uhd-gpu-discovery-watchdog-timeouts-tinyllama-llama-server-started-head-excerpt": "ready at the first model load's 'llama-server started'; the label takes a later load's (the Ollama convention)",
     "ollama/v0.30.8-windows-rtx5050-laptop-amd-driver-too-old-rocm-gfx1103-dropped-llama-server-started-ready": "ready at the first model load's 'llama-server started'; the label takes a later load's (the Ollama convention)",
     "sglang/2025-02-multinode-3-gpus-qwen2-heads-not-divisible-by-tp-assertionerror-fragment": "a bare 'AssertionError' below its assert: bootwatch names the assert line (what failed), the label the exception line",
-    "vllm/v0.11.0-offline-llm-embed-t4-init-done-then-first-request-triton-llvm-unsupported-rounding-mode-enginedead": "an offline engine that crashes at its first request: the label keeps it ready at its init line (offline convention), bootwatch calls the crash a startup failure",
     "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",

@@ -361,12 +361,7 @@ def test_run_keeps_every_byte_of_a_fast_writer(tmp_path: Path) -> None:
 
 # Logs whose live replay names another cause than the report, each with its class (strict: a fix fails the suite
 # until the entry leaves).
-REPLAY_DISAGREES = {
-    "vllm/v0.11.0-offline-llm-embed-t4-init-done-then-first-request-triton-llvm-unsupported-rounding-mode-enginedead": (
-        "an engine death whose scheduler dump follows the RuntimeError: the live replay settles on the dump's "
-        "error lines, the report on the RuntimeError (found by blind batch G8)"
-    ),
-}
+REPLAY_DISAGREES: dict[str, str] = {}
 
 
 def _replay_params() -> list:
