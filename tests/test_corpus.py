@@ -25,7 +25,7 @@ KNOWN_MISSES = {
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
     "lmdeploy/turbomind-2024-08-intern-studio-internlm25-1.8b-shell-continuation-ready": "labelled ready at uvicorn's bind; the corpus' other LMDeploy labels (and the rule) take 'Application startup complete.' two lines before",
     "vllm/v0.8.3-4090d-r1-distill-qwen-1.5b-no-uvicorn-lines-then-shutdown-ready": "no uvicorn lines: ready at the first stats line, which the running HTTP app logs; the label takes 'Starting vLLM API server' before it, which an address in use can still follow",
-    "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "Ollama 0.1.32's GIN debug route dump and relayed JSON runner lines: the model load's readiness is not seen",
+    "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "ready at the relayed runner's JSON 'HTTP server listening' (0.1.x has no 'llama runner started'); the convention names only that line, else the API's 'Listening on'",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
 }
