@@ -28,6 +28,12 @@ KNOWN_MISSES = {
     "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "ready at the relayed runner's JSON 'HTTP server listening' (0.1.x has no 'llama runner started'); the convention names only that line, else the API's 'Listening on'",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
+    "dynamo/2025-03-dynamo-run-out-vllm-text-mode-cpu-mode-notice-bait-ctrl-c-to-exit-ready": "dynamo-run's interactive text mode over a vLLM engine: its readiness ('Ctrl-c to exit') and its name are only in Rust tracing targets (dynamo_run), which the tracing format takes off the message",
+    "dynamo/2025-10-k8s-frontend-trtllm-gpt-oss-120b-endpoints-enabled-at-worker-ready-then-toggle-next-day-ready": "the frontend is ready at its bind by the rule and the corpus's earlier Dynamo label; both readers of G9 took the line where a worker's chat endpoints were enabled",
+    "koboldcpp/koboldcpp-1.69-windows-cublas-dll-init-winerror-1114-transcribed-failed": "a transcribed screenshot: the first exception's line has a full-width colon and a misspelt traceback header, so the chained exception below it is taken",
+    "tabbyapi/2025-06-windows-start-bat-cuda-visible-devices-021-no-auth-oai-api-uvicorn-5000-ready": "both readers took uvicorn's 'Application startup complete.'; the TabbyAPI rule (and the corpus's earlier TabbyAPI label) take 'Uvicorn running on', which uvicorn logs once it has bound, just after",
+    "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "the paste is cut two lines into the lifespan's traceback: no exception line and no 'Application startup failed' close it",
+    "xinference/2024-02-autodl-port6006-supervisor-worker-starting-xinference-at-endpoint-no-uvicorn-lines-ready": "no uvicorn lines: 'Starting Xinference at endpoint' is said before uvicorn binds, and bootwatch waits for the bind",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
@@ -38,6 +44,11 @@ KNOWN_ENGINE_MISSES = {
     "vllm/nim-1.0-gke-l4-cloud-assist-log-view-cut-mid-engine-init-incomplete": "NIM 1.0 starts TensorRT-LLM's runtime before vLLM; the view is cut before vLLM's engine line",
     "sglang/v0.5.6-killed-right-after-launch-single-jit-line": "a single JIT line before the kill names no engine",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "the mini load balancer's lines are SGLang's: read as SGLang, not its router",
+    "dynamo/2025-03-dynamo-run-out-vllm-text-mode-cpu-mode-notice-bait-ctrl-c-to-exit-ready": "dynamo-run names itself only in Rust tracing targets; its vLLM engine's lines read as vLLM",
+    "mistralrs/2024-03-cuda-3090-mistral-7b-serving-then-first-request-cuda-oom-panic-ready": "only the pasted shell command line ('$ mistralrs-server ...') names it: command lines are evidence for `run` only",
+    "ollama/wrapper-script-ollama-run-unknown-flag-port-one-line-failed": "one CLI error line ('Error: unknown flag: --port') that names no engine",
+    "triton/v2.23.0-r22.06-custom-tensorrt-backend-bert-x3-hash-commented-output-ready": "every line commented out by the poster with '# ': no rule anchored at a message sees past it",
+    "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "mlx-openai-server loads through mlx_lm and is read as mlx_lm; the label calls it a uvicorn app",
 }
 
 

@@ -66,7 +66,7 @@ class Rule:
     repeat: str | None = None  # phase: what a second occurrence from the same process means
     done: bool = False  # phase: this line ends the phase rather than starting it
     draft: bool = False  # phase: it is the draft model's (speculative decoding)
-    unless: str | None = None  # ready: not when this flag is set
+    unless: str | None = None  # ready: not when this flag is set ("a|b": any of these)
     needs: str | None = None  # ready: only once this flag is set (a line that means ready only after another)
     # ready: the line proves readiness came before it (an offline engine's first request): the launch was ready at
     # its last phase line before this one
@@ -86,6 +86,12 @@ class Rule:
     # may name the launch's facts in braces ("raise -c (now {n_ctx_slot} tokens per slot)")
     cause: str | None = None
     fix: str | None = None
+
+    def allowed(self, flags: set[str] | frozenset[str]) -> bool:
+        """A ready or launch rule's flags: none of `unless` is set, and `needs` is."""
+        if self.unless and any(u in flags for u in self.unless.split("|")):
+            return False
+        return not self.needs or self.needs in flags
 
 
 @dataclass

@@ -151,7 +151,7 @@ def _ready_just_before(tracker: Tracker, launch: Launch, ctx: LineContext) -> No
         return
     line, hits, t, log_t = prev
     for r in rules_of(tracker.book, launch, hits).get("ready", ()):
-        if r.back or r.unless and r.unless in launch.flags or r.needs and r.needs not in launch.flags:
+        if r.back or not r.allowed(launch.flags):
             continue
         mark_ready(launch, line, t, ctx.events, r.message, log_t)
         return

@@ -64,7 +64,7 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
         return
     launch = ctx.launch
     for r in ctx.sel.get("ready", ()):
-        if r.unless and r.unless in launch.flags or r.needs and r.needs not in launch.flags:
+        if not r.allowed(launch.flags):
             continue
         # From the set's hits: it matched this message already.
         ctx.matched = True
