@@ -34,6 +34,9 @@ KNOWN_MISSES = {
     "tabbyapi/2025-06-windows-start-bat-cuda-visible-devices-021-no-auth-oai-api-uvicorn-5000-ready": "both readers took uvicorn's 'Application startup complete.'; the TabbyAPI rule (and the corpus's earlier TabbyAPI label) take 'Uvicorn running on', which uvicorn logs once it has bound, just after",
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "the paste is cut two lines into the lifespan's traceback: no exception line and no 'Application startup failed' close it",
     "xinference/2024-02-autodl-port6006-supervisor-worker-starting-xinference-at-endpoint-no-uvicorn-lines-ready": "no uvicorn lines: 'Starting Xinference at endpoint' is said before uvicorn binds, and bootwatch waits for the bind",
+    "ollama/0.13.5-hpc-shared-install-cuda-visible-override-l40s-embed-then-70b-210s-load-ready": "ready at the first model load's 'llama runner started'; the label takes the last load's (the Ollama convention)",
+    "ollama/0.19.0-nohup-fresh-keygen-pull-qwen25-coder-32b-partial-offload-then-second-model-ready": "ready at the first model load's 'llama runner started'; the label takes the second model's (the Ollama convention)",
+    "sglang/2025-gke-cloud-logging-newest-first-llama31-70b-tp8-fa3-dev-shm-nccl-segment-failed": "read oldest first now, but the cause is NCCL's 'Last error:' line below the DistBackendError (a /dev/shm segment it could not create); bootwatch takes the exception line",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",

@@ -112,6 +112,8 @@ def _headline(summary: dict[str, Any], source: str, console: Console) -> None:
 
 
 def _launches(summary: dict[str, Any], console: Console) -> None:
+    if summary.get("newest_first"):
+        console.print(_t("  (the log lists its newest line first: read from its last line up)", "dim"))
     if summary.get("launches", 0) > 1 or summary.get("skipped_bytes"):
         console.print(
             _t(
