@@ -55,9 +55,11 @@ def skim_prefilter_for(extra: Iterable[os.PathLike[str] | str] = ()) -> Prefilte
 
 
 def launch_marker(extra: Iterable[os.PathLike[str] | str] = ()) -> Any:
-    """One RE2 pattern (bytes) for every engine's launch lines: where a new launch may begin."""
+    """One RE2 pattern (bytes) for every engine's launch lines: where a new launch may begin. A `first_only` line
+    (an Ollama model load) begins one only when no launch of its engine is under way, which a scan backwards
+    cannot know: the window that starts there would take a later load for the launch a full read calls serving."""
     book, _ = rules_for(extra)
-    parts = [for_union(r.regex.pattern) for _, r in book.launch]
+    parts = [for_union(r.regex.pattern) for _, r in book.launch if not r.first_only]
     return re2.compile("|".join(f"(?:{p})" for p in parts).encode())
 
 
