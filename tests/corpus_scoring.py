@@ -23,8 +23,16 @@ def message(line: str) -> str:
     return Normalizer(2025).lines(1, line)[-1].text.strip()
 
 
+def log_text(log: Path) -> str:
+    """The log as text: UTF-16 when it starts with a byte-order mark (a Windows PowerShell capture), else UTF-8."""
+    data = log.read_bytes()
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16")
+    return data.decode("utf-8", "replace")
+
+
 def physical_lines(log: Path) -> list[str]:
-    return [strip_ansi(x) for x in log.read_bytes().decode("utf-8", "replace").split("\n")]
+    return [strip_ansi(x) for x in log_text(log).split("\n")]
 
 
 @dataclass
@@ -52,7 +60,7 @@ class Judgement:
 
 
 def grep_loop_verdict(log: Path) -> str:
-    text = strip_ansi(log.read_bytes().decode("utf-8", "replace"))
+    text = strip_ansi(log_text(log))
     if _GREP_READY.search(text):
         return "ready"
     if _GREP_FAILED.search(text):
