@@ -28,6 +28,8 @@ TRUE_CAPACITY = {
     "sglang/v0.5.x-2026-08-gb10-laguna-int4-dflash-spec-cap48-ready-decode-batches": {"max_running_requests_reduced"},
     # llama-server's own line says it: n_slots = 4, n_ctx_slot = 8192 of a 32768-token context (each slot a quarter).
     "llamacpp/2026-terse-format-qwen25-05b-q8-7-lines-listening-then-cleanup": {"context_split"},
+    # -c 32768 with two slots: its own lines say n_ctx = 16384 for each new slot (G11).
+    "llamacpp/b8854-cuda-t4-gemma4-26b-fit-abort-bait-listening-ready": {"context_split"},
 }
 
 

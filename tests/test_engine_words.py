@@ -48,7 +48,7 @@ def report(tmp_path: Path, text: str) -> dict:
         ("lmstudio", "Success! HTTP server listening on port 1234"),
         ("triton", "Started HTTPService at 0.0.0.0:8000"),
         ("dynamo", 'Starting HTTP(S) service protocol="HTTP" address="0.0.0.0:8000"'),
-        ("sglang_router", "Router ready | workers: []"),
+        ("sglang_router", "Starting server on 0.0.0.0:8000"),
         ("koboldcpp", "Please connect to custom endpoint at http://"),
         ("tabbyapi", "Uvicorn running on http://10.1.1.10:8080"),
         ("xinference", "Uvicorn running on http://127.0.0.1:9997"),
