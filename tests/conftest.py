@@ -5,6 +5,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import hypothesis  # noqa: F401  (imported here, at a shallow stack: CPython 3.11.7's ast can fail on a late import)
 import pytest
@@ -25,6 +26,24 @@ def corpus_labels() -> list[Path]:
     labels = sorted(CORPUS.glob("*/*.json"))
     assert labels, f"no labelled logs found in {CORPUS} (set BOOTWATCH_CORPUS)"
     return labels
+
+
+def corpus_name(label: Path) -> str:
+    """A corpus log's name in the known-miss tables: `engine/slug`."""
+    return f"{label.parent.name}/{label.stem}"
+
+
+def corpus_params(known: dict[str, str]) -> list[Any]:
+    """Every corpus label as a test parameter; those in `known` (name -> class of miss) expected to fail,
+    strictly: a fix fails the suite until its entry leaves the table."""
+    return [
+        pytest.param(
+            p,
+            id=corpus_name(p),
+            marks=[pytest.mark.xfail(strict=True, reason=known[corpus_name(p)])] if corpus_name(p) in known else [],
+        )
+        for p in corpus_labels()
+    ]
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import corpus_labels
+from .conftest import corpus_labels, corpus_name, corpus_params
 from .corpus_scoring import judge
 
 KNOWN_MISSES = {
@@ -57,20 +57,7 @@ KNOWN_ENGINE_MISSES = {
 }
 
 
-def _name(p: Path) -> str:
-    return f"{p.parent.name}/{p.stem}"
-
-
-def _params(known: dict[str, str]) -> list:
-    return [
-        pytest.param(
-            p, id=_name(p), marks=[pytest.mark.xfail(strict=True, reason=known[_name(p)])] if _name(p) in known else []
-        )
-        for p in corpus_labels()
-    ]
-
-
-@pytest.mark.parametrize("label", _params(KNOWN_MISSES))
+@pytest.mark.parametrize("label", corpus_params(KNOWN_MISSES))
 def test_corpus_log(label: Path) -> None:
     j = judge(label)
     assert j.verdict_ok, j.why()
@@ -78,14 +65,14 @@ def test_corpus_log(label: Path) -> None:
     assert j.ready_ok is not False, j.why()
 
 
-@pytest.mark.parametrize("label", _params(KNOWN_ENGINE_MISSES))
+@pytest.mark.parametrize("label", corpus_params(KNOWN_ENGINE_MISSES))
 def test_corpus_engine(label: Path) -> None:
     j = judge(label)
     assert j.engine_ok, j.why()
 
 
 def test_known_misses_are_in_the_corpus() -> None:
-    names = {_name(p) for p in corpus_labels()}
+    names = {corpus_name(p) for p in corpus_labels()}
     assert set(KNOWN_MISSES) <= names and set(KNOWN_ENGINE_MISSES) <= names
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CORPUS, HELPER, wait_until_open
+from .conftest import CORPUS, HELPER, corpus_params, wait_until_open
 
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 READY_VLLM = CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"
@@ -373,17 +373,7 @@ REPLAY_DISAGREES = {
 }
 
 
-def _replay_params() -> list:
-    out = []
-    for label in sorted(CORPUS.glob("*/*.json")):
-        name = f"{label.parent.name}/{label.stem}"
-        why = REPLAY_DISAGREES.get(name)
-        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-        out.append(pytest.param(label, id=name, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize("label", _replay_params())
+@pytest.mark.parametrize("label", corpus_params(REPLAY_DISAGREES))
 def test_replay_agrees_with_report(label: Path) -> None:
     log = label.with_suffix(".log")
     rep = json.loads(

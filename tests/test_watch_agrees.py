@@ -24,7 +24,7 @@ from bootwatch.session import Options, Session
 from bootwatch.sinks.protocol import NullSink
 from bootwatch.sources.scripted import Pause, ScriptedSource, Step
 
-from .conftest import corpus_labels
+from .conftest import corpus_labels, corpus_name, corpus_params
 
 GRACE_S = 0.15
 STALL_S = 0.6  # longer than the quiet that settles a failure, as in real use (minutes against seconds)
@@ -108,26 +108,13 @@ LIVE_DISAGREES = {
 }
 
 
-def _id(p: Path) -> str:
-    return f"{p.parent.name}/{p.stem}"
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "label",
-    [
-        pytest.param(p, marks=[pytest.mark.xfail(strict=True, reason=LIVE_DISAGREES[_id(p)])])
-        if _id(p) in LIVE_DISAGREES
-        else p
-        for p in LABELS
-    ],
-    ids=_id,
-)
+@pytest.mark.parametrize("label", corpus_params(LIVE_DISAGREES))
 def test_every_corpus_log_watched_live_agrees_with_report(label: Path) -> None:
     assert_agree(label, random.Random(label.stem))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from([p for p in LABELS if _id(p) not in LIVE_DISAGREES]), st.randoms(use_true_random=False))
+@given(st.sampled_from([p for p in LABELS if corpus_name(p) not in LIVE_DISAGREES]), st.randoms(use_true_random=False))
 def test_random_chunkings_and_late_starts_agree_with_report(label: Path, rnd: random.Random) -> None:
     assert_agree(label, rnd)
