@@ -330,19 +330,18 @@ def year_of(path: os.PathLike[str] | str) -> int | None:
 MARKERS_BACK = 4
 
 
-def _newest_first(path: os.PathLike[str] | str, analyzer: Analyzer) -> dict[str, Any] | None:
-    """A regular file whose newest line comes first, read from its last line up (log_order.py); else None."""
-    if str(path) == "-":
+def _newest_first(f: BinaryIO, path: os.PathLike[str] | str, analyzer: Analyzer) -> dict[str, Any] | None:
+    """A regular file whose newest line comes first, read from its last line up (log_order.py); else None, with
+    `f` back at its start (a FIFO or standard input is not looked at: it is read once, as it comes)."""
+    st = os.fstat(f.fileno())
+    if not stat.S_ISREG(st.st_mode) or st.st_size > log_order.MAX_BYTES:
         return None
     try:
-        with open_log(path) as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_size > log_order.MAX_BYTES:
-                return None
-            head = f.read(log_order.HEAD)
-            if looks_binary(head[:4096]) or not log_order.newest_first(head, analyzer.normalizer.year):
-                return None
-            data = head + f.read()
+        head = f.read(log_order.HEAD)
+        if looks_binary(head[:4096]) or not log_order.newest_first(head, analyzer.normalizer.year):
+            f.seek(0)
+            return None
+        data = head + f.read()
     except OSError as e:
         raise UsageError(f"{path}: read failed: {e.strerror or e}") from None
     lines = log_order.oldest_first(data)
@@ -365,10 +364,10 @@ def analyze_path(
     before the end (found by scanning backwards): a log appended by a thousand launches costs one.
     """
     analyzer = Analyzer(engine=engine, rules=rules, year=year_of(path))
-    reversed_log = _newest_first(path, analyzer)
-    if reversed_log is not None:
-        return reversed_log
     with open_log(path) as f:
+        reversed_log = _newest_first(f, path, analyzer)
+        if reversed_log is not None:
+            return reversed_log
         start = 0
         # A FIFO (or standard input) is read once, from its start: there is no going back to a name.
         if not exhaustive and str(path) != "-" and stat.S_ISREG(os.fstat(f.fileno()).st_mode):

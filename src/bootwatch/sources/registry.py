@@ -2,8 +2,9 @@
 
 A new source is one module that defines `parse_spec(text) -> Spec` and `open_source(spec, options) -> Source`
 (sources/protocol.py: `OpenOptions`, `Source`), plus one line in SCHEMES. A local file has no module here:
-bootwatch/opening.py opens it, since it catches up through the Analyzer, a layer above the sources. Modules are imported only when their scheme is used: the
-CLI's start-up does not pay for docker's or journald's code to watch a file.
+bootwatch/opening.py opens it, since it catches up through the Analyzer, a layer above the sources. Modules are
+imported only when their scheme is used: the CLI's start-up does not pay for docker's or journald's code to watch
+a file.
 """
 
 from __future__ import annotations
