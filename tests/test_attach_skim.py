@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from bootwatch.opening import SERVING_TAIL, catch_up
-from bootwatch.pipeline import Analyzer, analyze_file, launch_marker
+from bootwatch.pipeline import Analyzer, analyze_file, launch_marker, skim_prefilter_for
 from bootwatch.serving.detectors import all_detectors
-from bootwatch.sources.file import last_launch_offset
+from bootwatch.sources.file import last_launch_offset, scan_back
 
 from .conftest import AFTER_READY, CORPUS
 
@@ -116,3 +116,89 @@ def test_a_catch_up_ends_where_the_partial_last_line_begins_in_the_files_bytes(t
     log.write_bytes((head + partial).encode(encoding))
     end = catch_up(log, Analyzer(clock="arrival"), 0)
     assert end == log.stat().st_size - len(partial.encode("utf-16-le" if encoding == "utf-16" else encoding))
+
+
+def _attach(path: Path, tail: int) -> tuple[Analyzer, int]:
+    """What `watch` does on attaching: one backward pass, then the catch-up that reads only its hits in the
+    serving stretch (all of it but the last `tail` bytes)."""
+    scan = scan_back(path, launch_marker(), skim_prefilter_for().line_starts)
+    assert scan is not None
+    analyzer = Analyzer()
+    end = catch_up(path, analyzer, scan.start, scan, tail=tail)
+    analyzer.finish()
+    return analyzer, end
+
+
+def _full_from(path: Path, start: int) -> dict[str, Any]:
+    analyzer = Analyzer()
+    with path.open("rb") as f:
+        f.seek(start)
+        analyzer.next_no = path.read_bytes()[:start].count(b"\n") + 1
+        analyze_file(f, analyzer, str(path), complete_only=True)  # as a catch-up: a partial last line waits
+    analyzer.mark_caught_up()
+    analyzer.finish()
+    return analyzer.summary().to_json()
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[f"{p.parent.name}/{p.stem}" for p in LOGS])
+def test_an_attach_by_the_backward_pass_tells_the_same_story_as_a_full_read(path: Path) -> None:
+    # tail=0: everything after the ready line is read only where the backward pass hit, the hardest case
+    scan = scan_back(path, launch_marker(), skim_prefilter_for().line_starts)
+    if scan is None:
+        return  # a BOM or NUL runs: the attach reads forward, as test_a_skim_after_ready... checks
+    attached, end = _attach(path, tail=0)
+    full = _full_from(path, scan.start)
+    assert _story(attached.summary().to_json()) == _story(full)
+    size = path.stat().st_size
+    assert end == size or not path.read_bytes().endswith(b"\n")  # the follower resumes at the end
+
+
+def _traceback(no: int) -> bytes:
+    return (
+        f"ERROR 11-18 19:00:{no:02d} serving_chat.py:200] Error in chat completion\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/vllm/entrypoints/openai/serving_chat.py", line 190, in create_chat_completion\n'
+        "    raise ValueError('prompt too long')\n"
+        "ValueError: prompt too long\n"
+    ).encode()
+
+
+def test_an_attach_reads_a_traceback_in_the_serving_stretch_whole_and_numbers_every_line(tmp_path: Path) -> None:
+    log = tmp_path / "day.log"
+    log.write_bytes(VLLM_HEAD + _stats(6000, running=7) + _traceback(1) + _stats(6000, running=5) + _stats(40, 3))
+    attached, end = _attach(log, tail=SERVING_TAIL)
+    s = attached.summary().to_json()
+    full = _full_from(log, 0)
+    assert _story(s) == _story(full) and end == log.stat().st_size
+    assert s["lines"] == full["lines"] == 12048 and s["last_line_no"] == full["last_line_no"]
+    first, last = s["serving_skimmed_lines"]
+    assert 4 <= first < 1000 and 11000 < last < 12048
+    # the newest numbers, at the line numbers a full read gives them
+    latest = [e.to_json(0.0) for e in attached.tracker.snapshot() if e.kind == "serving"]
+    assert latest and latest[-1]["running"] == 3 and latest[-1]["line_no"] == full["last_line_no"]
+
+
+def test_a_death_in_the_serving_stretch_ends_the_skip_and_the_rest_is_read_whole(tmp_path: Path) -> None:
+    death = (
+        b"ERROR 11-18 19:00:03 engine.py:300] Engine core proc EngineCore_0 died unexpectedly, shutting down client.\n"
+    )
+    log = tmp_path / "died.log"
+    log.write_bytes(VLLM_HEAD + _stats(6000, running=7) + death + _stats(3000, running=0))
+    attached, _ = _attach(log, tail=SERVING_TAIL)
+    s = attached.summary().to_json()
+    assert _story(s) == _story(_full_from(log, 0))
+    assert s["runtime_failure"] is not None and s["runtime_failure"]["line_no"] == 6004
+
+
+def test_the_backward_pass_gives_up_where_a_forward_read_must_decide(tmp_path: Path) -> None:
+    marker, starts = launch_marker(), skim_prefilter_for().line_starts
+    nuls = tmp_path / "two-writers.log"
+    nuls.write_bytes(VLLM_HEAD + b"\x00" * 64 + VLLM_HEAD)
+    assert scan_back(nuls, marker, starts) is None
+    utf16 = tmp_path / "utf16.log"
+    utf16.write_bytes(VLLM_HEAD.decode().encode("utf-16"))
+    assert scan_back(utf16, marker, starts) is None
+    errors = tmp_path / "errors.log"
+    errors.write_bytes(VLLM_HEAD + _traceback(2) * 50)
+    assert scan_back(errors, marker, starts, max_hits=100) is None
+    assert scan_back(errors, marker, starts) is not None

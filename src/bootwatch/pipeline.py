@@ -125,14 +125,18 @@ class Analyzer:
         self.skimmed_from: int | None = None  # the first line of the skimmed stretch
         self.skimmed_to: int | None = None  # the last one
 
-    def skimming(self) -> bool:
+    def skip_to(self, no: int) -> None:
+        """The lines up to `no` were looked at another way (a backward pass's hits): the next one fed is `no`."""
+        self.lines_seen += max(0, no - self.next_no)
+        self.next_no = no
+
+    def serving(self) -> bool:
+        """The current launch is ready and has not failed: what follows is its serving stretch."""
         launch = self.tracker.launch
-        return (
-            self.bytes_seen < self.skim_until
-            and launch is not None
-            and launch.ready is not None
-            and launch.failure is None
-        )
+        return launch is not None and launch.ready is not None and launch.failure is None
+
+    def skimming(self) -> bool:
+        return self.bytes_seen < self.skim_until and self.serving()
 
     def feed(self, data: bytes, now: float | None = None) -> list[Event]:
         """`data` holds complete lines (each ends with \\n), or the \\r-ended updates of the line still being written
@@ -260,13 +264,15 @@ def analyze_file(
     name: str,
     complete_only: bool = False,  # noqa: ANN001 - binary file
     clock: Callable[[], float] | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> tuple[int, int]:
     """Feed the rest of `f` to `analyzer`; returns (bytes of the file read, over-long lines cut).
 
     `complete_only` leaves a partial last line unread (a live file may still be writing it): the bytes read end
     where it begins, which is where a follower resumes. They are the file's bytes, not the ones fed: an
     over-long line is fed cut, a UTF-16 file as UTF-8. `clock` gives the arrival time of each chunk for a live
-    analyzer.
+    analyzer. `until` is asked after each piece: True stops the read there (the bytes read then do not say where;
+    `analyzer.next_no` says which line comes next).
     """
     try:
         begin: int | None = f.tell()
@@ -291,6 +297,8 @@ def analyze_file(
                 return fed, chunker.truncated_lines
             fed += len(piece)
             analyzer.feed(piece, clock() if clock else None)
+            if until is not None and until():  # the caller reads on its own way from the next line
+                return fed, chunker.truncated_lines
     if not complete_only:
         tail = chunker.flush()
         fed += len(tail)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import os
 import stat
@@ -29,6 +30,7 @@ from typing import Any
 from bootwatch.errors import UsageError
 from bootwatch.sources.chunks import READ_SIZE, LineChunker, pieces
 from bootwatch.sources.container_state import Death
+from bootwatch.sources.encoding import sniff
 from bootwatch.sources.interrupts import turn
 from bootwatch.waiting import wait_event
 
@@ -427,6 +429,78 @@ def launch_starts(path: str | os.PathLike[str], marker: Any, keep: int = 2, wind
                     found.add(begin + block.rfind(b"\n", 0, m.start()) + 1)
             end = begin
     return sorted(found)[-keep:]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BackScan:
+    """One backward pass over a file: where its last launch begins, and every line after that a prefilter hit,
+    each with the newlines from it to the end (which numbers it once the start's number is known)."""
+
+    start: int
+    size: int  # the file's size when it was read: the counts are to there
+    newlines: int  # from `start` to the end of the file
+    hits: list[tuple[int, int]]  # (offset of the line's start, newlines from there to the end), ascending
+
+
+def scan_back(
+    path: str | os.PathLike[str],
+    marker: Any,
+    line_starts: Callable[[bytes], list[int]],
+    max_hits: int = 100_000,
+    window: int = 1 << 20,
+    near: int = 256 << 10,
+) -> BackScan | None:
+    """`last_launch_offset` and a prefilter's hits in one read, from the end back to the launch's start.
+
+    A watch attaching to a server that has served for a day needs both (where the launch began, and what in its
+    serving stretch is not a serving number): reading the file once instead of twice is what makes the first
+    word come within a second. None where the pass cannot stand for a forward read: not a regular file, a
+    byte-order mark (UTF-16: the patterns are UTF-8), NUL runs (a second writer: the forward read splits there),
+    a line longer than the window, or more than `max_hits` hits (a log of errors: read it forward)."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    size = st.st_size
+    markers: list[int] = []
+    hits: list[tuple[int, int]] = []
+    after = 0  # newlines from `end` to the end of the file
+    with open(path, "rb") as f:
+        if sniff(f.read(4)) is not None:
+            return None
+        end = size
+        while end > 0:
+            if markers and (len(markers) == 2 or end <= markers[0] - near):
+                break
+            begin = max(0, end - window)
+            f.seek(begin)
+            block = f.read(end - begin)
+            cut = 0 if begin == 0 else block.find(b"\n") + 1
+            if cut == 0 and begin > 0:
+                return None
+            seg = block[cut:]
+            if seg.find(b"\x00") >= 0 and b"\x00" * 8 in seg:  # memchr first: most logs have no NUL at all
+                return None
+            found = line_starts(seg)
+            if len(hits) + len(found) > max_hits:
+                return None
+            below, pos, mine = after, len(seg), []
+            for o in reversed(found):
+                below += seg.count(b"\n", o, pos)
+                pos = o
+                nl = seg.find(b"\n", o)
+                if marker.search(seg, o, len(seg) if nl < 0 else nl) is not None and len(markers) < 2:
+                    markers.append(begin + cut + o)
+                mine.append((begin + cut + o, below))
+            hits = mine[::-1] + hits
+            after = below + seg.count(b"\n", 0, pos)
+            end = begin + cut
+    start = 0
+    if markers:
+        start = markers[1] if len(markers) == 2 and markers[0] - markers[1] < near else markers[0]
+    kept = [h for h in hits if h[0] >= start]
+    # a marker's line is a hit: its count is the launch's; with no marker the pass went back to the top
+    newlines = kept[0][1] if kept and kept[0][0] == start else after
+    return BackScan(start, size, newlines, kept)
 
 
 def last_launch_offset(path: str | os.PathLike[str], marker: Any) -> int:
