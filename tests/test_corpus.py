@@ -38,6 +38,8 @@ KNOWN_MISSES = {
     "ollama/0.19.0-nohup-fresh-keygen-pull-qwen25-coder-32b-partial-offload-then-second-model-ready": "ready at the first model load's 'llama runner started'; the label takes the second model's (the Ollama convention)",
     "sglang/2025-gke-cloud-logging-newest-first-llama31-70b-tp8-fa3-dev-shm-nccl-segment-failed": "read oldest first now, but the cause is NCCL's 'Last error:' line below the DistBackendError (a /dev/shm segment it could not create); bootwatch takes the exception line",
     "ollama/0.17.7-two-runners-embedding-input-exceeds-context-errors-ready": "ready at the first model load's 'llama runner started'; the label takes the second runner's (the Ollama convention)",
+    "mlx_lm/0.31.3-gemma4-unified-model-type-not-supported-failed": "a chained exception: both readers of G16 took the first (ModuleNotFoundError); bootwatch takes the ValueError mlx_lm raises while handling it, as the corpus's transformers label (sglang v0.5.8 glm_moe_dsa) does",
+    "sglang/0.4.3.post2-eagle-spec-awq-70b-tp2-cuda-graph-shape-mismatch-failed": "the poster's bold copy ('**RuntimeError: …**') of the error above the pasted traceback is the label's cause; bootwatch takes the same exception line inside the traceback",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
@@ -53,6 +55,7 @@ KNOWN_ENGINE_MISSES = {
     "ollama/wrapper-script-ollama-run-unknown-flag-port-one-line-failed": "one CLI error line ('Error: unknown flag: --port') that names no engine",
     "triton/v2.23.0-r22.06-custom-tensorrt-backend-bert-x3-hash-commented-output-ready": "every line commented out by the poster with '# ': no rule anchored at a message sees past it",
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "mlx-openai-server loads through mlx_lm and is read as mlx_lm; the label calls it a uvicorn app",
+    "sglang_router/2024-12-router-launch-worker-port-in-use-unhealthy-failed": "the router's launcher starts SGLang workers in its own process: every line of this one is a worker's (SGLang's format, TP ranks), and the router prints none before it fails",
     "tgi/launcher-env-disable-custom-kernels-invalid-value-true-failed": "clap's argument error names no engine; only the pasted shell command line ('$ text-generation-launcher --env') does, and command lines are evidence for `run` only",
 }
 
