@@ -85,7 +85,9 @@ def judge(label: Path) -> Judgement:
     elif got.get("failure") is not None:
         verdict_ok = False
     if want["outcome"] == "ready":
-        r = got.get("ready")
+        # A server that loads models on demand (Ollama) is ready for the corpus at its latest load, which the
+        # summary says beside the launch's readiness (the first load's, which the event stream said)
+        r = (got.get("model_loads") or {}).get("last") or got.get("ready")
         ready_ok = (
             bool(r)
             and r["text"] == message(want["ready_line"])

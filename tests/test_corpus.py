@@ -16,9 +16,6 @@ from .corpus_scoring import judge
 KNOWN_MISSES = {
     "ollama/journalctl-reverse-order-nfs-mkdir-mnt-llm-permission-denied-failed": "a journal printed newest first (journalctl -r): the daemon's launch line comes after its death",
     "ollama/termux-android-serve-bind-127001-11434-in-use-nul-padding-then-old-daemon-gin-lines-failed": "the failing first line is split off by the NUL run after it; the label judges the second `ollama serve` (bind in use), bootwatch the older daemon's lines after the NULs",
-    "ollama/v0.12.6-homebrew-macos-m1pro-metal-first-load-runner-started-twice-head-excerpt": "ready at the first model load's 'llama runner started'; the label takes a later load's, by the corpus's Ollama convention (the last load)",
-    "ollama/v0.30.10-windows-vulkan-intel-uhd-gpu-discovery-watchdog-timeouts-tinyllama-llama-server-started-head-excerpt": "ready at the first model load's 'llama-server started'; the label takes a later load's (the Ollama convention)",
-    "ollama/v0.30.8-windows-rtx5050-laptop-amd-driver-too-old-rocm-gfx1103-dropped-llama-server-started-ready": "ready at the first model load's 'llama-server started'; the label takes a later load's (the Ollama convention)",
     "sglang/2025-02-multinode-3-gpus-qwen2-heads-not-divisible-by-tp-assertionerror-fragment": "a bare 'AssertionError' below its assert: bootwatch names the assert line (what failed), the label the exception line",
     "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
@@ -34,10 +31,7 @@ KNOWN_MISSES = {
     "tabbyapi/2025-06-windows-start-bat-cuda-visible-devices-021-no-auth-oai-api-uvicorn-5000-ready": "both readers took uvicorn's 'Application startup complete.'; the TabbyAPI rule (and the corpus's earlier TabbyAPI label) take 'Uvicorn running on', which uvicorn logs once it has bound, just after",
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "the paste is cut two lines into the lifespan's traceback: no exception line and no 'Application startup failed' close it",
     "xinference/2024-02-autodl-port6006-supervisor-worker-starting-xinference-at-endpoint-no-uvicorn-lines-ready": "no uvicorn lines: 'Starting Xinference at endpoint' is said before uvicorn binds, and bootwatch waits for the bind",
-    "ollama/0.13.5-hpc-shared-install-cuda-visible-override-l40s-embed-then-70b-210s-load-ready": "ready at the first model load's 'llama runner started'; the label takes the last load's (the Ollama convention)",
-    "ollama/0.19.0-nohup-fresh-keygen-pull-qwen25-coder-32b-partial-offload-then-second-model-ready": "ready at the first model load's 'llama runner started'; the label takes the second model's (the Ollama convention)",
     "sglang/2025-gke-cloud-logging-newest-first-llama31-70b-tp8-fa3-dev-shm-nccl-segment-failed": "read oldest first now, but the cause is NCCL's 'Last error:' line below the DistBackendError (a /dev/shm segment it could not create); bootwatch takes the exception line",
-    "ollama/0.17.7-two-runners-embedding-input-exceeds-context-errors-ready": "ready at the first model load's 'llama runner started'; the label takes the second runner's (the Ollama convention)",
     "mlx_lm/0.31.3-gemma4-unified-model-type-not-supported-failed": "a chained exception: both readers of G16 took the first (ModuleNotFoundError); bootwatch takes the ValueError mlx_lm raises while handling it, as the corpus's transformers label (sglang v0.5.8 glm_moe_dsa) does",
     "sglang/0.4.3.post2-eagle-spec-awq-70b-tp2-cuda-graph-shape-mismatch-failed": "the poster's bold copy ('**RuntimeError: …**') of the error above the pasted traceback is the label's cause; bootwatch takes the same exception line inside the traceback",
 }

@@ -73,6 +73,7 @@ class Rule:
     back: bool = False
     traceback: bool = False  # benign: the line is logged with its exception; the traceback right below it is its
     first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
+    load: bool = False  # flag: the line begins a model load (after ready: the next ready line is that load's)
     # launch: a line each new process of the engine prints as it starts, no banner: after the launch was ready (and
     # its `needs` flag is set) it begins the next launch, of the same engine; never a launch otherwise
     restart: bool = False
@@ -232,6 +233,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "draft": bool,
     "needs": str,
     "first_only": bool,
+    "load": bool,
     "restart": bool,
     "back": bool,
     "traceback": bool,
@@ -348,6 +350,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     unless=e.get("unless"),
                     needs=e.get("needs"),
                     first_only=bool(e.get("first_only", False)),
+                    load=bool(e.get("load", False)),
                     restart=bool(e.get("restart", False)),
                     back=bool(e.get("back", False)),
                     traceback=bool(e.get("traceback", False)),

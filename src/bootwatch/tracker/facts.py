@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 
 
 def flags(tracker: Tracker, ctx: LineContext) -> None:
+    launch = ctx.launch
     for r in ctx.sel.get("flag", ()):
-        ctx.launch.flags.add(r.name or "")
+        launch.flags.add(r.name or "")
+        if r.load and launch.ready is not None:
+            launch.load_pending = True  # a model load of a server already up: its ready line is the latest load's
 
 
 def facts(tracker: Tracker, ctx: LineContext) -> None:

@@ -25,6 +25,11 @@ class Launch:
     ready_engine: str | None = None  # the engine whose rules said ready
     engine_by_banner: bool = False  # the launch began at its engine's own launch line
     first_only_seen: bool = False  # a first_only launch marker was seen (later ones are reloads)
+    # A server that loads models on demand after it is up (Ollama: a runner per model): how many loads were ready,
+    # the last one's ready line, and whether a load began that has not said ready yet
+    loads: int = 0
+    last_load: Ready | None = None
+    load_pending: bool = False
     # Lines some engine's rules call evidence of failure, kept to judge them again if the engine turns out
     # to be another one than it seemed when they were read.
     evidence_lines: deque[tuple[Line, list[Rule]]] = field(default_factory=lambda: deque(maxlen=200))

@@ -61,6 +61,7 @@ def progress(tracker: Tracker, ctx: LineContext) -> None:
 def readiness(tracker: Tracker, ctx: LineContext) -> None:
     """A ready rule whose flags allow it: the launch is ready, unless it already started dying."""
     if not ctx.starting:
+        _later_load(ctx)
         return
     launch = ctx.launch
     for r in ctx.sel.get("ready", ()):
@@ -78,6 +79,19 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
         else:
             mark_ready(launch, ctx.line, ctx.t, ctx.events, r.message)
         return
+
+
+def _later_load(ctx: LineContext) -> None:
+    """After ready, a ready line that ends a model load begun since (Ollama loads each model on demand, in a runner
+    of its own): the latest load the server made ready. A load that says it started twice is one load: only a line
+    a `load` flag rule takes (the load's own start) makes the next ready line count."""
+    launch = ctx.launch
+    if not launch.load_pending or launch.ready is None:
+        return
+    if any(r.allowed(launch.flags) for r in ctx.sel.get("ready", ())):
+        launch.load_pending = False
+        launch.loads += 1
+        launch.last_load = Ready(ctx.line.no, ctx.line.text.strip())
 
 
 # ---- what they do ----------------------------------------------------------------------------------
@@ -165,4 +179,7 @@ def mark_ready(
     # `how`: what the readiness rests on, when the rule says (an unknown engine's own listening line)
     launch.ready = Ready(line.no, line.text.strip(), how)
     launch.ready_engine = launch.engine
+    if launch.first_only_seen:  # a model load's launch (Ollama): its first load
+        launch.load_pending = False
+        launch.loads, launch.last_load = 1, launch.ready
     cancel_candidates(launch, None, everything=True)

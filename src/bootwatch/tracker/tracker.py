@@ -188,6 +188,9 @@ class Tracker:
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
                 "server_ready": launch.server_ready.to_json() if launch.server_ready else None,
+                "model_loads": {"count": launch.loads, "last": launch.last_load.to_json()}
+                if launch.last_load is not None
+                else None,
                 "caught_up": launch.caught_up,
                 "launch_t": launch.phases[0].start_log_t if launch.phases else None,
                 "last_line_no": launch.last_no,
