@@ -72,6 +72,9 @@ class Prefilter:
 
     def __init__(self, book: RuleBook, skip_kinds: frozenset[str] = frozenset()) -> None:
         parts = [for_union(p, anchors=True) for p in STRUCTURAL]
+        crates = sorted({c for er in book.engines.values() for c in er.targets})
+        if crates:  # a tracing line from a crate only one engine logs from: its target is evidence (detection.py)
+            parts.append(r"Z\s+(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:" + "|".join(crates) + r")(?:::\w+)*: ")
         seen = set(parts)
         for rule in book.all_rules():
             if rule.kind == "category" or rule.kind in skip_kinds:

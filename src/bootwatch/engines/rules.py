@@ -103,6 +103,7 @@ class EngineRules:
     runs: list[str] = field(default_factory=list)  # engines it starts as children (their banners are not launches)
     display: str = ""  # the name people know it by ("SGLang")
     formats: list[str] = field(default_factory=list)  # log prefix families only this engine prints (evidence)
+    targets: list[str] = field(default_factory=list)  # Rust crates only it logs from (tracing targets: evidence)
     health: str = ""  # the path that answers 200 once it serves ("/health"), when the server has one
     capacity: list[CapacitySpec] = field(default_factory=list)  # asked versus effective (engines/capacity.py)
     serving: ServingSpec | None = None  # its concurrency flag and /metrics names (engines/capacity.py)
@@ -247,6 +248,7 @@ _TOP_KEYS = {
     "processes",
     "runs",
     "formats",
+    "targets",
     "display",
     "health",
     "capacity",
@@ -300,6 +302,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
         runs=_strings(doc.get("runs", []), origin, "runs"),
         display=doc.get("display", ""),
         formats=_strings(doc.get("formats", []), origin, "formats"),
+        targets=_strings(doc.get("targets", []), origin, "targets"),
         health=doc.get("health", ""),
         capacity=parse_capacity(doc.get("capacity", []), origin),
         serving=parse_serving(doc.get("serving"), origin),
@@ -404,6 +407,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
             er.health = er.health or old.health
             er.runs = er.runs or list(old.runs)
             er.formats = er.formats or list(old.formats)
+            er.targets = er.targets or list(old.targets)
             er.executables = er.executables or list(old.executables)
             parsed[name] = (sorted(set(old_ext) | set(ext)), er)
         else:
@@ -418,6 +422,7 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
             display=er.display or name,
             health=er.health,
             formats=list(er.formats),
+            targets=list(er.targets),
             commands=list(er.commands),
             executables=list(er.executables),
         )

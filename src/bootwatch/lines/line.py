@@ -20,3 +20,4 @@ class Line:
     fmt: str | None = None  # which prefix family matched (lines/formats.toml): sglang, vllm, rust_tracing, ...
     update: bool = False  # an intermediate \\r progress state, superseded within the same line
     log_t: float | None = None  # the prefix's time even where `t` is the arrival time (a live analyzer)
+    target: str | None = None  # Rust tracing's target ("mistralrs_core::engine"): its crate is the program's

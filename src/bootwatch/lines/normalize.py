@@ -61,6 +61,6 @@ class Normalizer:
             p = parse_prefix(seg, self.year)
             if p.ymd:
                 self.year = p.ymd[0]
-            out.append(Line(no, p.text, seg, p.t, p.level, p.proc, p.fmt, update))
+            out.append(Line(no, p.text, seg, p.t, p.level, p.proc, p.fmt, update, target=p.target))
             out += [Line(no, more, more, p.t, p.level, p.proc, p.fmt, update) for more in p.more]
         return out

@@ -34,6 +34,7 @@ class Prefix:
     fmt: str | None = None
     ymd: tuple[int, int, int] | None = None  # to tell yearless vLLM stamps which year they are in
     more: tuple[str, ...] = ()  # further lines the one physical line holds (a JSON record's traceback)
+    target: str | None = None  # Rust tracing's target (a module path): the crate names the program
 
 
 _DAY_EPOCH: dict[tuple[int, int, int], float | None] = {}  # a log spans a few days: each is computed once
@@ -341,5 +342,11 @@ def _read(f: Entry, m: re.Match[str], text: str, pos: int, year: int, proc: str 
         level, rest = f.then.level(inner), inner.end()
     own = f.proc_of(m) if f.proc is not None else None
     return Prefix(
-        text[pos:] if f.keep_prefix else text[rest:], t, level, own or proc, name, _ymd(g) if f.has_time else None
+        text[pos:] if f.keep_prefix else text[rest:],
+        t,
+        level,
+        own or proc,
+        name,
+        _ymd(g) if f.has_time else None,
+        target=g.get("target"),
     )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 DETECT_REPEAT = 3  # times one detect rule counts in a launch
 FMT_MAX = 2  # evidence a prefix family can give at most
 FMT_MAX_OF = {"slog": 6}  # a Go server's slog records with their source files are Ollama's through and through
+TARGET_WEIGHT = 2  # a crate only one engine logs from outweighs the tracing format (TGI's, 1 a line)
 REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
 EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
 
@@ -31,6 +32,11 @@ EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
 def prefix_engines(book: RuleBook) -> dict[str, str]:
     """Prefix families only one engine prints (its rule file's `formats`): evidence of that engine."""
     return {f: name for name, er in book.engines.items() for f in er.formats}
+
+
+def target_engines(book: RuleBook) -> dict[str, str]:
+    """Rust crates only one engine logs from (its rule file's `targets`): a tracing target's crate is its evidence."""
+    return {c: name for name, er in book.engines.items() for c in er.targets}
 
 
 def detect_positions(book: RuleBook) -> dict[int, list[int]]:
@@ -51,6 +57,8 @@ def detect(tracker: Tracker, ctx: LineContext) -> None:
         return
     if (ctx.line.fmt or "") in tracker.fmt_engine:
         _weigh_prefix(tracker, launch, ctx.line)
+    if ctx.line.target is not None and tracker.target_engine:
+        _weigh_target(tracker, launch, ctx.line.target)
     if ctx.hits:
         _weigh_detect_rules(tracker, launch, ctx.hits)
     scores = launch.scores
@@ -124,6 +132,20 @@ def _weigh_prefix(tracker: Tracker, launch: Launch, line: Line) -> None:
     if seen < FMT_MAX_OF.get(fmt, FMT_MAX):
         launch.detect_hits[key] = seen + 1
         launch.scores[engine] = launch.scores.get(engine, 0) + 1
+
+
+def _weigh_target(tracker: Tracker, launch: Launch, target: str) -> None:
+    """A tracing target's crate only one engine logs from ("mistralrs_core::engine"): it counts as a detect line of
+    weight 2 does, a few times at most. The format removes the target from the message, so no rule sees it there."""
+    crate = target.split("::", 1)[0]
+    engine = tracker.target_engine.get(crate)
+    if engine is None:
+        return
+    key = "target " + crate
+    seen = launch.detect_hits.get(key, 0)
+    if seen < DETECT_REPEAT:
+        launch.detect_hits[key] = seen + 1
+        launch.scores[engine] = launch.scores.get(engine, 0) + TARGET_WEIGHT
 
 
 def _weigh_detect_rules(tracker: Tracker, launch: Launch, hits: list[Rule]) -> None:

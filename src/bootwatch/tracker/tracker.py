@@ -19,7 +19,7 @@ from bootwatch.lines import Line
 from bootwatch.tracker import settling
 from bootwatch.tracker.after_ready import ServingFollower
 from bootwatch.tracker.context import LineContext
-from bootwatch.tracker.detection import detect_positions, prefix_engines
+from bootwatch.tracker.detection import detect_positions, prefix_engines, target_engines
 from bootwatch.tracker.events import Event, FactEvent, PhaseEvent, ProgressSoFarEvent, WarningEvent
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.segmentation import segment
@@ -45,6 +45,7 @@ class Tracker:
         self.grace_s = grace_s
         self.quiet_fail_s = quiet_fail_s
         self.fmt_engine = prefix_engines(book)  # prefix family -> the one engine that prints it
+        self.target_engine = target_engines(book)  # Rust crate -> the one engine that logs from it
         self.detect_at = detect_positions(book)  # id of a detect rule -> where it is in book.detect
         self.launch: Launch | None = None
         self.launches = 0
