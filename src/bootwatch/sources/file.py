@@ -360,12 +360,19 @@ class FileFollower:
                             yield updates
                         continue
                     # The writer closed the FIFO: its last line is complete. Open it again for the next writer
-                    # (a FIFO whose writer is gone reads as closed forever).
+                    # (a FIFO whose writer is gone reads as closed forever), the new end before the old one is
+                    # closed: a next writer may have come, written and gone meanwhile (we paused at the yield),
+                    # and the pipe keeps its bytes only while some end of it is open.
                     tail = chunker.flush()
                     if tail:
                         yield tail
                     self.note(f"{self.path}: the writer closed the FIFO; waiting for the next one")
-                    self._close_fd()
+                    old, self._fd = self._fd, None
+                    try:
+                        await self._open()
+                    finally:
+                        if old is not None:
+                            os.close(old)
                     continue
                 got = False
                 while True:
