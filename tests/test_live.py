@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import CORPUS, HELPER, corpus_params, wait_until_open
+from .helpers.inprocess import run_cli
 
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 READY_VLLM = CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"
@@ -375,11 +376,13 @@ REPLAY_DISAGREES = {
 
 @pytest.mark.parametrize("label", corpus_params(REPLAY_DISAGREES))
 def test_replay_agrees_with_report(label: Path) -> None:
+    # Both commands in process (tests/helpers/inprocess.py): the point is what they say, and two interpreter
+    # starts per corpus log were most of the quick suite. `replay --speed 0` as a subprocess: test_outcome_stream.
     log = label.with_suffix(".log")
-    rep = json.loads(
-        subprocess.run([*BOOTWATCH, "report", "--json", str(log)], capture_output=True, text=True, timeout=60).stdout
-    )
-    code, events = bw("replay", "--speed", "0", "--json", str(log))
+    rep = json.loads(run_cli("report", "--json", str(log)).stdout)
+    replayed = run_cli("replay", "--speed", "0", "--json", str(log))
+    assert "Traceback" not in replayed.stderr, replayed.stderr
+    code, events = replayed.returncode, replayed.events()
     s = summary(events)
     assert s["verdict"] == rep["verdict"]
     assert code == {"ready": 0, "failed": 1, "incomplete": 3}[rep["verdict"]]
