@@ -3,6 +3,7 @@ scaled down, servers that exit, die, hang, lose a child or open their port early
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -454,6 +455,18 @@ with open(out, "a") as f:
 """
 
 
+def wait_following(pid: int, timeout: float = 30.0) -> None:
+    """Until `watch` (process `pid`) follows its file: its inotify descriptor, made when the session starts."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) == "anon_inode:inotify":
+                    return
+        time.sleep(0.02)
+    raise AssertionError(f"watch (pid {pid}) never followed its file within {timeout} s")
+
+
 def _pid_server(tmp_path: Path, first: str, then: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
     log, go, script = tmp_path / "server.log", tmp_path / "go", tmp_path / "server.py"
     script.write_text(PID_SERVER)
@@ -496,7 +509,9 @@ def test_watch_pid_the_end_of_the_process_settles_the_launch(tmp_path: Path, fir
         stdout=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)
+    # The server lives until the watch follows the file, which it does only once it has found the --pid
+    # process (a guessed second was too short on a loaded machine: "--pid: no such process").
+    wait_following(watcher.pid)
     go.touch()
     server.wait()
     out, _ = watcher.communicate(timeout=60)
