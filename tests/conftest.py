@@ -46,6 +46,15 @@ def corpus_params(known: dict[str, str]) -> list[Any]:
     ]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (pyproject's addopts: `-n 3 --dist loadgroup`), the tests against real servers all go
+    to one worker, one at a time as before: two vLLM CPU servers at once on 2 cores would only time out, and their
+    shared fixtures (one server for a module or the session) are started once."""
+    for item in items:
+        if item.get_closest_marker("real_server") is not None:
+            item.add_marker(pytest.mark.xdist_group("real_servers"))
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     assert CORPUS.is_dir(), f"corpus not found at {CORPUS} (set BOOTWATCH_CORPUS)"

@@ -64,8 +64,16 @@ def test_a_stop_signal_while_the_modules_load_leaves_quietly(tmp_path: Path, sig
         if "Traceback" in err:
             # Python's own start-up (runpy, site, this package's few lines, `__main__` importing the handlers)
             # is before any code of ours can act: out of reach. Past it, no frame of ours is ever shown.
-            ours = re.findall(r"/bootwatch/([\w/]+\.py)", err)
-            assert set(ours) <= {"__init__.py", "__main__.py"}, (delay, err)
+            # So is _console.py's own `import signal` (its module body, before main() can set a handler): a
+            # loaded machine (xdist workers on 2 cores) stretches the start-up until a signal lands there.
+            ours = re.findall(r"/bootwatch/([\w/]+\.py)\", line \d+, in (\S+)", err)
+            assert len(ours) == len(re.findall(r"/bootwatch/[\w/]+\.py", err)), err  # every frame of ours read
+            assert all(
+                f in ("__init__.py", "__main__.py") or (f, fn) == ("_console.py", "<module>") for f, fn in ours
+            ), (
+                delay,
+                err,
+            )
             continue
         # 128 + n from bootwatch; killed by the signal itself only before Python ran any code of ours
         assert p.returncode in (128 + sig, -sig), (delay, p.returncode, err)

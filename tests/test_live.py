@@ -3,6 +3,7 @@ scaled down, servers that exit, die, hang, lose a child or open their port early
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import CORPUS, HELPER, corpus_params, wait_until_open
+from .helpers.inprocess import run_cli
 
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
 READY_VLLM = CORPUS / "vllm/v0.11-elloraa-gloo-ready.log"
@@ -375,11 +377,13 @@ REPLAY_DISAGREES = {
 
 @pytest.mark.parametrize("label", corpus_params(REPLAY_DISAGREES))
 def test_replay_agrees_with_report(label: Path) -> None:
+    # Both commands in process (tests/helpers/inprocess.py): the point is what they say, and two interpreter
+    # starts per corpus log were most of the quick suite. `replay --speed 0` as a subprocess: test_outcome_stream.
     log = label.with_suffix(".log")
-    rep = json.loads(
-        subprocess.run([*BOOTWATCH, "report", "--json", str(log)], capture_output=True, text=True, timeout=60).stdout
-    )
-    code, events = bw("replay", "--speed", "0", "--json", str(log))
+    rep = json.loads(run_cli("report", "--json", str(log)).stdout)
+    replayed = run_cli("replay", "--speed", "0", "--json", str(log))
+    assert "Traceback" not in replayed.stderr, replayed.stderr
+    code, events = replayed.returncode, replayed.events()
     s = summary(events)
     assert s["verdict"] == rep["verdict"]
     assert code == {"ready": 0, "failed": 1, "incomplete": 3}[rep["verdict"]]
@@ -451,6 +455,18 @@ with open(out, "a") as f:
 """
 
 
+def wait_following(pid: int, timeout: float = 30.0) -> None:
+    """Until `watch` (process `pid`) follows its file: its inotify descriptor, made when the session starts."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) == "anon_inode:inotify":
+                    return
+        time.sleep(0.02)
+    raise AssertionError(f"watch (pid {pid}) never followed its file within {timeout} s")
+
+
 def _pid_server(tmp_path: Path, first: str, then: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
     log, go, script = tmp_path / "server.log", tmp_path / "go", tmp_path / "server.py"
     script.write_text(PID_SERVER)
@@ -493,7 +509,9 @@ def test_watch_pid_the_end_of_the_process_settles_the_launch(tmp_path: Path, fir
         stdout=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)
+    # The server lives until the watch follows the file, which it does only once it has found the --pid
+    # process (a guessed second was too short on a loaded machine: "--pid: no such process").
+    wait_following(watcher.pid)
     go.touch()
     server.wait()
     out, _ = watcher.communicate(timeout=60)

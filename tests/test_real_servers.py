@@ -3,6 +3,7 @@ llama-server, with a tiny model the project builds itself (scripts/real-servers 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -16,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .conftest import ROOT, assert_none_left
+from .conftest import ROOT, SESSION_MARK, assert_none_left
 
 pytestmark = pytest.mark.real_server
 BOOTWATCH = [sys.executable, "-m", "bootwatch"]
@@ -116,6 +117,8 @@ def summary(events: list[dict]) -> dict:
 
 
 def _servers() -> list[psutil.Process]:
+    """This test process's real servers (their environment carries its mark): another xdist worker's stand-ins
+    also take titles such as VLLM::EngineCore, and are not ours to find or kill."""
     cache = str(ROOT / ".cache" / "real-servers")
     out = []
     for p in psutil.process_iter(["cmdline"]):
@@ -123,7 +126,9 @@ def _servers() -> list[psutil.Process]:
         if cmd and (
             cmd[0].startswith(cache) or cmd[0].startswith("VLLM::") or (len(cmd) > 1 and cmd[1].startswith(cache))
         ):
-            out.append(p)
+            with contextlib.suppress(psutil.Error):
+                if p.environ().get("BOOTWATCH_TEST_SESSION") == SESSION_MARK:
+                    out.append(p)
     return out
 
 

@@ -10,7 +10,6 @@ with the earlier launch, which `report`, speaking of the last, does not describe
 
 from __future__ import annotations
 
-import asyncio
 import io
 import random
 from pathlib import Path
@@ -25,6 +24,7 @@ from bootwatch.sinks.protocol import NullSink
 from bootwatch.sources.scripted import Pause, ScriptedSource, Step
 
 from .conftest import corpus_labels, corpus_name, corpus_params
+from .helpers.virtual_time import VirtualClock
 
 GRACE_S = 0.15
 STALL_S = 0.6  # longer than the quiet that settles a failure, as in real use (minutes against seconds)
@@ -60,6 +60,9 @@ def _script(data: bytes, rnd: random.Random, begin: int = 0) -> tuple[int, list[
 
 
 def live_summary(data: bytes, begin: int, caught: int, steps: list[Step]) -> dict:
+    """The watch on a virtual clock: the pauses, the settle grace and the stall pass in no real time."""
+    clock = VirtualClock()
+
     async def go() -> dict:
         analyzer = Analyzer(clock="arrival")
         analyzer.tracker.grace_s = GRACE_S
@@ -73,11 +76,12 @@ def live_summary(data: bytes, begin: int, caught: int, steps: list[Step]) -> dic
             NullSink(),
             Options(timeout_s=60, stall_s=STALL_S),
             source=src,
+            clock=clock.time,
         )
         outcome = await session.run(src.chunks())
         return session.summary(outcome)
 
-    return asyncio.run(go())
+    return clock.run(go())
 
 
 def assert_agree(label: Path, rnd: random.Random) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -66,12 +66,15 @@ class Cluster:
     """The orchestration: every node's session ticks on one wake-up, and the cluster machine
     (tracker/verdict/cluster.py) decides the whole from what each node says."""
 
-    def __init__(self, nodes: list[Node], sink: Sink, opts: Options, each: bool = False) -> None:
+    def __init__(
+        self, nodes: list[Node], sink: Sink, opts: Options, each: bool = False, clock: Callable[[], float] = time.time
+    ) -> None:
         self.nodes = nodes
+        self.clock = clock  # the wall clock: the nodes' sessions read the same one
         self.sink = sink
         self.opts = opts
         self.each = each
-        self.start = time.time()
+        self.start = self.clock()
         self.machine = ClusterMachine(opts.stall_s, opts.timeout_s, self.start, each)
 
     @property
@@ -90,7 +93,7 @@ class Cluster:
         try:
             while True:
                 await self.nodes[0].session.wait_for_wake()
-                now = time.time()
+                now = self.clock()
                 for node in self.nodes:
                     if node.outcome is None:
                         node.outcome = await node.session.tick(now)

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +85,12 @@ class Session:
         source: Source | None = None,
         insight: Insight | None = None,
         watched: psutil.Process | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.analyzer = analyzer
+        # The wall clock every stamp and timer here reads. Tests give a virtual one, with a loop whose timers
+        # jump to the next one when nothing is ready, so stalls and timeouts take no real time.
+        self.clock = clock
         self.tracker = analyzer.tracker
         self.sink = sink
         self.opts = opts
@@ -103,7 +107,7 @@ class Session:
         self._reader: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # set by whatever should be looked at now (shared by a cluster's nodes)
         self._last_child_check = 0.0
-        self.start = time.time()
+        self.start = self.clock()
         self.machine = VerdictMachine(opts.policy(probe is not None, server is not None), self.start)
         self._bytes_seen = 0
         self.input_done = False
@@ -127,7 +131,7 @@ class Session:
     def emit(self, events: list[Event]) -> None:
         if not self._judging():
             return
-        now = time.time()
+        now = self.clock()
         for ev in events:
             self.sink.event(ev, now)
         if self.insight is not None and events:
@@ -145,7 +149,7 @@ class Session:
         decided = self.machine.feed(signal)
         if not decided:
             return
-        now = time.time()
+        now = self.clock()
         for ev in decided:
             self.sink.event(ev, now)
         if self.insight is not None and self._judging():
@@ -153,7 +157,7 @@ class Session:
                 self.sink.event(ev, now)
 
     def _phase(self) -> str:
-        return self._says(time.time()).phase
+        return self._says(self.clock()).phase
 
     def _cpu_percent(self) -> float | None:
         if self.server is None:
@@ -168,7 +172,7 @@ class Session:
     # ---- the loop ----------------------------------------------------------------------------------
     async def _read(self, chunks: AsyncIterator[bytes]) -> None:
         async for data in chunks:
-            now = time.time()
+            now = self.clock()
             self._feed(Output(now))
             self.emit(self.analyzer.feed(data, now))
             self.wake.set()
@@ -191,7 +195,7 @@ class Session:
             try:
                 res = await self.probe.check(ours)
             except Exception as e:  # a probe that breaks must say so, not stop probing in silence
-                res = ProbeResult("error", None, f"probe failed: {e.__class__.__name__}: {e}", time.time())
+                res = ProbeResult("error", None, f"probe failed: {e.__class__.__name__}: {e}", self.clock())
             label = {
                 "down": "refused",
                 "loading": f"{res.status} (starting)",
@@ -203,7 +207,7 @@ class Session:
                 last_state = label
                 self.health = label
                 self.wake.set()
-                self.sink.event(FactEvent(t=res.t, name="health", value=label, url=self.probe.url), time.time())
+                self.sink.event(FactEvent(t=res.t, name="health", value=label, url=self.probe.url), self.clock())
             await asyncio.sleep(0.1 if res.state in ("down", "loading") else 1.0)
 
     def _probe_up(self) -> bool:
@@ -288,7 +292,7 @@ class Session:
         try:
             while True:
                 await self.wait_for_wake()
-                outcome = await self.tick(time.time())
+                outcome = await self.tick(self.clock())
                 if outcome is not None:
                     return outcome
         finally:
@@ -448,7 +452,7 @@ class Session:
             ok, took, err = False, 0.0, "cannot verify: no URL (give --url, or a --port the server listens on)"
         else:
             ok, took, err = await self.probe.verify()
-        now = time.time()
+        now = self.clock()
         self.verify_result = VerifyResult(now, ok, took, err)
         self.sink.event(
             FactEvent(t=now, name="verify_latency_s", value=round(took, 3), ok=ok, error=err or None),
@@ -459,20 +463,20 @@ class Session:
     async def _drain(self, reader: asyncio.Task[None]) -> None:
         """The server exited: give the reader a moment to take the last lines it wrote (it is done as soon as
         it has read up to the file's size; the deadline only bounds a reader that cannot)."""
-        deadline = time.time() + 2.0
+        deadline = self.clock() + 2.0
         if isinstance(self.source, Ends):
             # The server is gone: the source reads to the end and hands on its last line, newline or not (a
             # crash often leaves the cause unterminated), then ends.
             self.source.end_of_input()
-            await asyncio.wait({reader}, timeout=deadline - time.time())  # its error, if any, is tick()'s to raise
-        last, steady_since = -1, time.time()
-        while time.time() < deadline and not reader.done():
+            await asyncio.wait({reader}, timeout=deadline - self.clock())  # its error, if any, is tick()'s to raise
+        last, steady_since = -1, self.clock()
+        while self.clock() < deadline and not reader.done():
             seen = self.source.bytes_read if self.source is not None else 0
             if seen != last:
-                last, steady_since = seen, time.time()
+                last, steady_since = seen, self.clock()
             elif self.server is not None and seen >= _file_size(self.server):
                 break
-            elif self.server is None and time.time() - steady_since >= DRAIN_STEADY_S:
+            elif self.server is None and self.clock() - steady_since >= DRAIN_STEADY_S:
                 break  # a file we did not open for the server: its size is not ours to know; nothing new came
             await asyncio.sleep(0.05)
         self.tracker.tb.flush()
@@ -485,7 +489,7 @@ class Session:
         v = self.verify_result
         live = LiveFacts(
             health=self.health if self.probe is not None else None,
-            elapsed_s=round(time.time() - self.start, 3),
+            elapsed_s=round(self.clock() - self.start, 3),
             verify=None if v is None else Checked(v.ok, v.latency_s, v.error or None),
             # The file's last launch had ended before we looked and no new one began: nothing to report on.
             note=None if self._judging() else "the last launch in the file had already ended; no new launch began",
