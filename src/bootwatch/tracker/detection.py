@@ -127,11 +127,7 @@ def _weigh_prefix(tracker: Tracker, launch: Launch, line: Line) -> None:
     engine = tracker.fmt_engine.get(fmt)
     if engine is None:
         return
-    key = "format " + fmt
-    seen = launch.detect_hits.get(key, 0)
-    if seen < FMT_MAX_OF.get(fmt, FMT_MAX):
-        launch.detect_hits[key] = seen + 1
-        launch.scores[engine] = launch.scores.get(engine, 0) + 1
+    _count(launch, "format " + fmt, FMT_MAX_OF.get(fmt, FMT_MAX), engine, 1)
 
 
 def _weigh_target(tracker: Tracker, launch: Launch, target: str) -> None:
@@ -141,11 +137,15 @@ def _weigh_target(tracker: Tracker, launch: Launch, target: str) -> None:
     engine = tracker.target_engine.get(crate)
     if engine is None:
         return
-    key = "target " + crate
+    _count(launch, "target " + crate, DETECT_REPEAT, engine, TARGET_WEIGHT)
+
+
+def _count(launch: Launch, key: str, most: int, engine: str, weight: int) -> None:
+    """One more piece of `engine`'s evidence of kind `key`, unless that kind has counted `most` times already."""
     seen = launch.detect_hits.get(key, 0)
-    if seen < DETECT_REPEAT:
+    if seen < most:
         launch.detect_hits[key] = seen + 1
-        launch.scores[engine] = launch.scores.get(engine, 0) + TARGET_WEIGHT
+        launch.scores[engine] = launch.scores.get(engine, 0) + weight
 
 
 def _weigh_detect_rules(tracker: Tracker, launch: Launch, hits: list[Rule]) -> None:
@@ -156,10 +156,7 @@ def _weigh_detect_rules(tracker: Tracker, launch: Launch, hits: list[Rule]) -> N
         engine, rule = detect[i]
         # One kind of line counts a few times at most: a long dump of one library's lines (ggml's
         # print_info) must not outweigh a few lines only one program prints.
-        seen = launch.detect_hits.get(rule.source, 0)
-        if seen < DETECT_REPEAT:
-            launch.detect_hits[rule.source] = seen + 1
-            launch.scores[engine] = launch.scores.get(engine, 0) + rule.weight
+        _count(launch, rule.source, DETECT_REPEAT, engine, rule.weight)
 
 
 def _ready_just_before(tracker: Tracker, launch: Launch, ctx: LineContext) -> None:
