@@ -134,10 +134,11 @@ def _line_start_at(f: BinaryIO, at: int, size: int) -> int:
             f.readline()
             at = f.tell()
     if at >= size and size > 0:
-        f.seek(max(0, size - KEEP))
-        block = f.read(size)
+        base = max(0, size - KEEP)
+        f.seek(base)
+        block = f.read(size - base)  # to the scan's size, not past it: the file may have grown since
         cut = block.rfind(b"\n", 0, len(block) - 1)
-        at = size - len(block) + cut + 1 if cut >= 0 else max(0, size - KEEP)
+        at = base + cut + 1 if cut >= 0 else base
     return at
 
 
