@@ -469,7 +469,7 @@ def scan_back(
         return None
     size = st.st_size
     markers: list[int] = []
-    hits: list[tuple[int, int]] = []
+    found_back: list[tuple[int, int]] = []  # the hits, last first (the pass goes backwards): reversed once at the end
     after = 0  # newlines from `end` to the end of the file
     with open(path, "rb") as f:
         if sniff(f.read(4)) is not None:
@@ -488,23 +488,22 @@ def scan_back(
             if seg.find(b"\x00") >= 0 and b"\x00" * 8 in seg:  # memchr first: most logs have no NUL at all
                 return None
             found = line_starts(seg)
-            if len(hits) + len(found) > max_hits:
+            if len(found_back) + len(found) > max_hits:
                 return None
-            below, pos, mine = after, len(seg), []
+            below, pos = after, len(seg)
             for o in reversed(found):
                 below += seg.count(b"\n", o, pos)
                 pos = o
                 nl = seg.find(b"\n", o)
                 if marker.search(seg, o, len(seg) if nl < 0 else nl) is not None and len(markers) < 2:
                     markers.append(begin + cut + o)
-                mine.append((begin + cut + o, below))
-            hits = mine[::-1] + hits
+                found_back.append((begin + cut + o, below))
             after = below + seg.count(b"\n", 0, pos)
             end = begin + cut
     start = 0
     if markers:
         start = markers[1] if len(markers) == 2 and markers[0] - markers[1] < near else markers[0]
-    kept = [h for h in hits if h[0] >= start]
+    kept = [h for h in reversed(found_back) if h[0] >= start]
     # a marker's line is a hit: its count is the launch's; with no marker the pass went back to the top
     newlines = kept[0][1] if kept and kept[0][0] == start else after
     return BackScan(start, size, newlines, kept)
