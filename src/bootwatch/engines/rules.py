@@ -71,6 +71,11 @@ class Rule:
     # ready: the line proves readiness came before it (an offline engine's first request): the launch was ready at
     # its last phase line before this one
     back: bool = False
+    # ready: the server says here that it starts serving, but a line of its HTTP framework may still follow (and
+    # be the readiness), or a bind error: ready at this line once a `proof` line, a quiet spell or the end of a
+    # recorded log confirms it
+    tentative: bool = False
+    proof: bool = False  # ready: the line proves a `tentative` ready line before it (serving numbers), else ready here
     traceback: bool = False  # benign: the line is logged with its exception; the traceback right below it is its
     first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
     load: bool = False  # flag: the line begins a model load (after ready: the next ready line is that load's)
@@ -237,6 +242,8 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "load": bool,
     "restart": bool,
     "back": bool,
+    "tentative": bool,
+    "proof": bool,
     "traceback": bool,
     "fields": str,
     "cause": str,
@@ -356,6 +363,8 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     load=bool(e.get("load", False)),
                     restart=bool(e.get("restart", False)),
                     back=bool(e.get("back", False)),
+                    tentative=bool(e.get("tentative", False)),
+                    proof=bool(e.get("proof", False)),
                     traceback=bool(e.get("traceback", False)),
                     message=e.get("message"),
                     weight=int(e.get("weight", 1)),

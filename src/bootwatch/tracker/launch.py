@@ -56,6 +56,9 @@ class Launch:
     # The latest line a phase or progress rule took, with its clock then (the decision's and the log's): where a
     # `back` ready rule dates readiness (an offline engine's first request proves its initialisation had ended)
     last_step: tuple[Line, float | None, float | None] | None = None
+    # A `tentative` ready line (the server's own "starting server on ..."), its clocks and its rule's words: the
+    # readiness once something confirms it
+    tentative: tuple[Line, float | None, float | None, str | None] | None = None
     # The latest non-blank line the tracker saw (the prefilter skips lines no rule matches), its rule hits and clock:
     # judged again for readiness when the engine turns out to be another one at the next line (a banner whose
     # second line names the server)

@@ -71,7 +71,13 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
         ctx.matched = True
         if launch.dying is not None:  # a ready line after the server started dying is not readiness
             return
-        if r.back and launch.last_step is not None:
+        if r.tentative:
+            if launch.tentative is None:
+                launch.tentative = (ctx.line, ctx.t, launch.last_log_t, r.message)
+            return
+        if r.proof and launch.tentative is not None:
+            confirm_tentative(launch, ctx.events)
+        elif r.back and launch.last_step is not None:
             # This line proves readiness came before it (an offline engine's first request): the last step of
             # its startup was readiness.
             line, t, log_t = launch.last_step
@@ -165,6 +171,14 @@ def _advance(launch: Launch, r: Rule, m: Found, line: Line, t: float | None, ev:
         cur.n, cur.total = n, total
         ev.append(ProgressEvent(t=t, phase=cur.name, n=n, total=total, progress=cur.progress, line_no=line.no))
     cancel_candidates(launch, line.proc)
+
+
+def confirm_tentative(launch: Launch, ev: list[Event]) -> None:
+    """The launch was ready at its tentative ready line: serving numbers followed it, the log went quiet with the
+    server up, or a recorded log ended there, with no HTTP framework's ready line and no failure after it."""
+    assert launch.tentative is not None
+    line, t, log_t, how = launch.tentative
+    mark_ready(launch, line, t, ev, how, log_t)
 
 
 def mark_ready(

@@ -18,6 +18,7 @@ from bootwatch.tracker.candidates import Candidate, choose, failure_of, is_termi
 from bootwatch.tracker.events import Event
 from bootwatch.tracker.evidence import ERROR_LEVELS, category, mark_dying
 from bootwatch.tracker.launch import Launch
+from bootwatch.tracker.phasing import confirm_tentative
 from bootwatch.tracker.segmentation import new_launch
 
 if TYPE_CHECKING:
@@ -66,6 +67,14 @@ def settle(tracker: Tracker, now: float, server_alive: bool | None) -> list[Even
         tracker.tb.flush()
         if _ends_failed(tracker, launch, flush=True):
             decide(tracker, launch, ev)
+    elif (
+        launch.ready is None
+        and launch.tentative is not None
+        and server_alive is not False
+        and quiet >= tracker.quiet_fail_s
+        and not _ends_failed(tracker, launch, flush=False)
+    ):
+        confirm_tentative(launch, ev)
     return ev
 
 
@@ -102,6 +111,8 @@ def finish(tracker: Tracker) -> list[Event]:
     if launch.ready is None:
         if _ends_failed(tracker, launch, flush=True):
             decide(tracker, launch, ev)
+        elif launch.tentative is not None:
+            confirm_tentative(launch, ev)
     elif launch.dying_after_ready is not None:
         decide(tracker, launch, ev)
     cur = launch.current
