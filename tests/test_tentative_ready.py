@@ -50,7 +50,9 @@ def test_a_bind_error_after_the_starting_line_is_the_failure(tmp_path: Path) -> 
 
 def test_uvicorns_ready_line_after_it_is_the_readiness(tmp_path: Path) -> None:
     done = "INFO:     Application startup complete."
-    s = _report(tmp_path, [*_head(), "INFO:     Started server process [1]", "INFO:     Waiting for application startup.", done])
+    s = _report(
+        tmp_path, [*_head(), "INFO:     Started server process [1]", "INFO:     Waiting for application startup.", done]
+    )
     assert s["verdict"] == "ready" and s["ready"]["text"] == done.split(maxsplit=1)[1], s
 
 
