@@ -425,3 +425,28 @@ def test_a_services_main_process_that_exits_badly_is_a_death_explained_by_its_la
 def test_a_services_main_process_that_exits_0_is_no_death(tmp_path: Path) -> None:
     log = JOURNAL.replace("Error: could not create", "note: would create").format(how="exited, status=0/SUCCESS")
     assert report(tmp_path, log)["verdict"] == "incomplete"
+
+
+GKE_NCCL = CORPUS / "sglang" / "2025-gke-cloud-logging-newest-first-llama31-70b-tp8-fa3-dev-shm-nccl-segment-failed.log"
+
+
+def _nccl_traceback() -> list[str]:
+    """The corpus log's scheduler traceback (Cloud Logging prints it newest first), oldest first, its prefix gone."""
+    lines = [x.split("Z ", 1)[1] for x in GKE_NCCL.read_text("utf-8").splitlines() if "Z " in x][::-1]
+    start = next(
+        i for i, x in enumerate(lines) if x.endswith("Scheduler hit an exception: Traceback (most recent call last):")
+    )
+    end = next(i for i, x in enumerate(lines) if x.startswith("Error while creating shared memory segment"))
+    return lines[start : end + 1]
+
+
+def test_nccls_last_error_names_the_cause_of_the_exception_torch_raises_for_it(tmp_path: Path) -> None:
+    s = report(tmp_path, "\n".join(_nccl_traceback()) + "\n", SGLANG_START)
+    assert s["verdict"] == "failed", s
+    assert s["failure"]["text"] == "Error while creating shared memory segment /dev/shm/nccl-ufmqwQ (size 7340384)"
+    assert s["failure"]["detail"].startswith("torch.distributed.DistBackendError: NCCL error in:")
+
+
+def test_an_empty_last_error_leaves_the_exception_as_the_cause(tmp_path: Path) -> None:
+    s = report(tmp_path, "\n".join(_nccl_traceback()[:-1]) + "\n\n", SGLANG_START)
+    assert s["failure"]["text"].startswith("torch.distributed.DistBackendError: NCCL error in:"), s

@@ -49,7 +49,7 @@ KINDS = (
     "category",
     "stats",
 )
-FATAL_ROLES = ("cause", "death", "wrapper", "cause_before", "signal", "cause_next")
+FATAL_ROLES = ("cause", "death", "wrapper", "cause_before", "signal", "cause_next", "detail_next")
 # Rule sets that engines extend; not engines themselves.
 SHARED = ("python", "uvicorn", "ggml")
 
@@ -61,7 +61,7 @@ class Rule:
     source: str  # "file.toml#phase[3]", for messages and tests
     example: str | list[str] | None = None
     name: str | None = None  # phase name, fact name, warning kind, flag name, category
-    role: str | None = None  # fatal: cause | death | wrapper | cause_before | signal | cause_next
+    role: str | None = None  # fatal: cause | death | wrapper | cause_before | signal | cause_next | detail_next
     category: str | None = None
     repeat: str | None = None  # phase: what a second occurrence from the same process means
     done: bool = False  # phase: this line ends the phase rather than starting it

@@ -32,13 +32,18 @@ RUNTIME_KEEP = 64
 def tracebacks(tracker: Tracker, ctx: LineContext) -> None:
     """Python tracebacks, assembled per process: a traceback's first exception line is a candidate, and the
     lines a traceback takes (frames, its exception, its chain) are consumed: no other step sees them. So is the
-    message line below a cause_next line (a Rust panic's), which is a candidate whatever its shape."""
+    message line below a cause_next line (a Rust panic's) or a detail_next line (NCCL's last error), which is a
+    candidate whatever its shape."""
     line = ctx.line
     pending, ctx.launch.cause_next = ctx.launch.cause_next, None
     if pending is not None and line.no == pending[1] + 1 and line.text.strip():
         # the message a cause_next line announced (Rust >= 1.73 prints a panic's message below its location):
         # whatever it says (even `File "x" not found`, a frame's shape), it is the cause
-        add_candidate(tracker, ctx.launch, candidate(ctx.launch, line, "fatal", pending[0]))
+        c = candidate(ctx.launch, line, pending[2], pending[0])
+        if c.kind == "detail":
+            ctx.launch.candidates.append(c)
+        else:
+            add_candidate(tracker, ctx.launch, c)
         ctx.consumed = True
         return
     tb = tracker.tb
@@ -105,7 +110,11 @@ def _fatal(tracker: Tracker, launch: Launch, r: Rule, line: Line, t: float | Non
     elif r.role == "cause_next":
         # the failure is reported here, its message is the next line: this line is the cause only if none comes
         add_candidate(tracker, launch, candidate(launch, line, "death", r.category, wrapper=True))
-        launch.cause_next = (r.category, line.no)
+        launch.cause_next = (r.category, line.no, "fatal")
+    elif r.role == "detail_next":
+        # the next line says precisely what the exception above meant: a detail of it, not a failure of its own
+        launch.cause_next = (r.category, line.no, "detail")
+        return
     elif r.role in ("death", "signal"):
         c = candidate(launch, line, "death", r.category, wrapper=True)
         # signal: the process died of it (a signal report, faulthandler, a shell's job line): what its echoes in

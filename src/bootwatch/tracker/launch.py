@@ -63,8 +63,9 @@ class Launch:
     # judged again for readiness when the engine turns out to be another one at the next line (a banner whose
     # second line names the server)
     prev: tuple[Line, list[Rule], float | None, float | None] | None = None
-    # A cause_next rule's line (its category, its number): the line after it is its message (a Rust panic's).
-    cause_next: tuple[str | None, int] | None = None
+    # A cause_next or detail_next rule's line (its category, its number, what the next line is): the line after it
+    # is its message (a Rust panic's: a fatal candidate; NCCL's last error: a detail of the exception above it).
+    cause_next: tuple[str | None, int, str] | None = None
     dying_after_ready: int | None = None
     last_no: int = 0
     last_t: float | None = None
