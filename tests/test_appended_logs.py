@@ -57,6 +57,30 @@ def test_a_nul_run_after_a_failed_start_begins_a_fresh_launch(tmp_path: Path) ->
     assert s["verdict"] == "ready" and "Listening on" in s["ready"]["text"], s
 
 
+GIN = [  # an older daemon's request lines, written at its own offset after the file was truncated
+    '[GIN] 2025/10/09 - 21:04:14 | 200 |   65.707448ms |       127.0.0.1 | POST     "/api/show"\n',
+    '[GIN] 2025/10/09 - 21:16:45 | 500 |        38m13s |       127.0.0.1 | POST     "/api/generate"\n',
+]
+
+
+def test_lines_after_a_nul_run_that_say_nothing_of_a_launch_leave_the_launch_before_judged(tmp_path: Path) -> None:
+    s = report(tmp_path, BIND_FAIL.encode() + b"\x00" * 4096 + "".join(GIN).encode())
+    assert s["verdict"] == "failed" and s["failure"]["text"] == BIND_FAIL.strip(), s
+    assert s["launches"] == 1 and s["launch_start_line"] == 1
+
+
+def test_live_the_death_before_the_nul_run_is_judged_and_no_launch_is_said_after_it() -> None:
+    from bootwatch.pipeline import Analyzer
+    from bootwatch.tracker import LaunchEvent
+
+    a = Analyzer(clock="arrival")
+    events = a.feed(BIND_FAIL.encode() + b"\x00" * 4096 + "".join(GIN).encode(), now=10.0)
+    assert not any(isinstance(e, LaunchEvent) for e in events)
+    a.tracker.settle(20.0)
+    launch = a.tracker.launch
+    assert launch is not None and launch.failure is not None and launch.failure.text == BIND_FAIL.strip()
+
+
 def test_ollama_summary_says_the_apis_readiness_and_the_model_loads(tmp_path: Path) -> None:
     s = report(tmp_path, (SERVER_CONFIG + LISTENING + "".join(LOAD)).encode())
     assert s["verdict"] == "ready" and "llama runner started in 2.10 seconds" in s["ready"]["text"], s

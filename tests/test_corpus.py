@@ -15,7 +15,6 @@ from .corpus_scoring import judge
 
 KNOWN_MISSES = {
     "ollama/journalctl-reverse-order-nfs-mkdir-mnt-llm-permission-denied-failed": "a journal printed newest first (journalctl -r): the daemon's launch line comes after its death",
-    "ollama/termux-android-serve-bind-127001-11434-in-use-nul-padding-then-old-daemon-gin-lines-failed": "the failing first line is split off by the NUL run after it; the label judges the second `ollama serve` (bind in use), bootwatch the older daemon's lines after the NULs",
     "sglang/2025-02-multinode-3-gpus-qwen2-heads-not-divisible-by-tp-assertionerror-fragment": "a bare 'AssertionError' below its assert: bootwatch names the assert line (what failed), the label the exception line",
     "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
@@ -31,7 +30,6 @@ KNOWN_MISSES = {
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
-    "ollama/termux-android-serve-bind-127001-11434-in-use-nul-padding-then-old-daemon-gin-lines-failed": "after the NUL run, the older daemon's GIN request lines name no engine",
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
     "ollama/rocm-dolphin3-llama31-8b-unable-to-allocate-rocm0-buffer-failed-excerpt": "an excerpt of the llama.cpp lines Ollama relays: nothing in it names Ollama",
     "uvicorn/llama-cpp-python-cpu-qwen36-35b-a3b-q2k-uvicorn-running-ready-head-tail-excerpt": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",

@@ -30,7 +30,10 @@ def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> 
         tracker.split_at = None
         cur = tracker.launch
         if cur is not None and cur.start_line < line.no:
-            new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev)
+            # Another writer's lines (copytruncate's, a second instance's): a launch once they say something of
+            # one; until then the launch before the break is the one judged (its bind error, its readiness).
+            after = new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev, announce=False)
+            after.after_split, tracker.before_split = True, cur
     if not hits and tracker.launch is not None:
         return tracker.launch  # most lines: no rule matched, so no banner
     cur = tracker.launch
@@ -99,14 +102,31 @@ def _child_banner(tracker: Tracker, cur: Launch, engine: str) -> bool:
     )
 
 
-def new_launch(tracker: Tracker, line: Line, engine: str, ev: list[Event]) -> Launch:
-    """Begin a launch at this line: open tracebacks and pending evidence belong to the one before."""
+def new_launch(tracker: Tracker, line: Line, engine: str, ev: list[Event], announce: bool = True) -> Launch:
+    """Begin a launch at this line: open tracebacks and pending evidence belong to the one before. `announce`:
+    say so now (a launch after a break in the log is said once it says something: `announce_after_split`)."""
     tracker.tb.flush()
     tracker.launches += 1
     tracker.last_evidence_t = None
     launch = Launch(engine, tracker.book.for_engine(engine), line.no, line.t, forced_engine=bool(tracker.forced))
     launch.phases.append(Phase("start", line.no, line.t, start_log_t=line.log_t))
     tracker.launch = launch
-    if tracker.launches > 1:
+    tracker.before_split = None
+    if tracker.launches > 1 and announce:
         ev.append(LaunchEvent(t=line.t, line_no=line.no, launch=tracker.launches))
     return launch
+
+
+def announce_after_split(tracker: Tracker, launch: Launch, ev: list[Event]) -> None:
+    """The lines after a break in the log said something of a launch (a phase, readiness, a failure): it is one."""
+    if launch.progressed:
+        launch.after_split, tracker.before_split = False, None
+        ev.append(LaunchEvent(t=launch.start_t, line_no=launch.start_line, launch=tracker.launches))
+
+
+def back_before_split(tracker: Tracker) -> None:
+    """The lines after the break never said anything of a launch: the launch before it is the log's."""
+    launch, before = tracker.launch, tracker.before_split
+    if launch is not None and launch.after_split and before is not None:
+        tracker.launch, tracker.before_split = before, None
+        tracker.launches -= 1

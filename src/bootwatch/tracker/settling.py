@@ -19,7 +19,7 @@ from bootwatch.tracker.events import Event
 from bootwatch.tracker.evidence import ERROR_LEVELS, category, mark_dying
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.phasing import confirm_tentative
-from bootwatch.tracker.segmentation import new_launch
+from bootwatch.tracker.segmentation import back_before_split, new_launch
 
 if TYPE_CHECKING:
     from bootwatch.tracker.tracker import Tracker
@@ -49,6 +49,9 @@ _PHASE_CATEGORY = {
 def settle(tracker: Tracker, now: float, server_alive: bool | None) -> list[Event]:
     """See `Tracker.settle`."""
     ev: list[Event] = []
+    before = tracker.before_split
+    if before is not None and before.dying is not None and before.failure is None:
+        back_before_split(tracker)  # its death is still to be judged, and nothing after the break is a launch
     launch = tracker.launch
     if launch is None:
         return ev
@@ -104,6 +107,7 @@ def exited(tracker: Tracker, code: int | None, signal: int | None, reason: str |
 def finish(tracker: Tracker) -> list[Event]:
     """See `Tracker.finish`."""
     ev: list[Event] = []
+    back_before_split(tracker)
     launch = tracker.launch
     if launch is None:
         return ev

@@ -22,7 +22,7 @@ from bootwatch.tracker.context import LineContext
 from bootwatch.tracker.detection import detect_positions, prefix_engines, target_engines
 from bootwatch.tracker.events import Event, FactEvent, PhaseEvent, ProgressSoFarEvent, WarningEvent
 from bootwatch.tracker.launch import Launch
-from bootwatch.tracker.segmentation import segment
+from bootwatch.tracker.segmentation import announce_after_split, segment
 from bootwatch.tracker.steps import STEPS, STEPS_WITHOUT_HITS
 from bootwatch.tracker.summary import LiveFacts, Summary, summarize
 from bootwatch.tracker.tracebacks import TracebackAssembler
@@ -42,6 +42,7 @@ class Tracker:
         self.forced = engine
         self.hinted: str | None = None  # the engine its command line starts (`run`), until a line names one
         self.split_at: int | None = None  # a line from which on the log is another launch's (after a NUL run)
+        self.before_split: Launch | None = None  # the launch before that break, while the one after says nothing
         self.grace_s = grace_s
         self.quiet_fail_s = quiet_fail_s
         self.fmt_engine = prefix_engines(book)  # prefix family -> the one engine that prints it
@@ -84,6 +85,8 @@ class Tracker:
             step(self, ctx)
             if ctx.consumed:
                 break
+        if ctx.launch.after_split:
+            announce_after_split(self, ctx.launch, events)
         return events
 
     def settle(self, now: float, server_alive: bool | None = None) -> list[Event]:
