@@ -268,16 +268,25 @@ VLLM_STATS = (
 )
 
 
-def test_vllm_without_uvicorn_lines_is_ready_at_its_first_stats_line(tmp_path: Path) -> None:
+def test_vllm_without_uvicorn_lines_is_ready_at_its_starting_line_once_its_stats_confirm_it(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     log.write_text(VLLM_HEAD + VLLM_STATS)
     s = analyze_path(log)
-    assert s["verdict"] == "ready" and s["ready"]["line_no"] == 4
+    assert s["verdict"] == "ready" and s["ready"]["line_no"] == 2
+
+
+def test_vllm_without_its_starting_line_is_ready_at_its_first_stats_line(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    head = VLLM_HEAD.splitlines(keepends=True)
+    log.write_text(head[0] + head[2] + VLLM_STATS)
+    s = analyze_path(log)
+    assert s["verdict"] == "ready" and s["ready"]["line_no"] == 3
 
 
 def test_vllm_route_list_alone_is_not_ready(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
-    log.write_text(VLLM_HEAD)
+    head = VLLM_HEAD.splitlines(keepends=True)
+    log.write_text(head[0] + head[2])
     assert analyze_path(log)["verdict"] == "incomplete"
 
 
