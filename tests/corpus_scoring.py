@@ -91,7 +91,8 @@ def judge(label: Path) -> Judgement:
         ready_ok = (
             bool(r)
             and r["text"] == message(want["ready_line"])
-            and (lines[r["line_no"] - 1].rstrip("\r") == want["ready_line"].rstrip("\r"))
+            # the physical line, outer whitespace aside (a label holds it stripped, as corpus-agreement compares)
+            and (lines[r["line_no"] - 1].strip() == want["ready_line"].strip())
         )
     elif got.get("ready") is not None:
         verdict_ok = False

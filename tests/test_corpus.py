@@ -27,6 +27,11 @@ KNOWN_MISSES = {
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "the paste is cut two lines into the lifespan's traceback: no exception line and no 'Application startup failed' close it",
     "mlx_lm/0.31.3-gemma4-unified-model-type-not-supported-failed": "a chained exception: both readers of G16 took the first (ModuleNotFoundError); bootwatch takes the ValueError mlx_lm raises while handling it, as the corpus's transformers label (sglang v0.5.8 glm_moe_dsa) does",
     "sglang/0.4.3.post2-eagle-spec-awq-70b-tp2-cuda-graph-shape-mismatch-failed": "the poster's bold copy ('**RuntimeError: …**') of the error above the pasted traceback is the label's cause; bootwatch takes the same exception line inside the traceback",
+    "ollama/0.1.21-no-avx-cpu-cuda-v11-ext-server-sigill-failed": "Ollama 0.1.x loads its model in process (no runner, no line that begins the load bootwatch knows: 'loading library' is C output, out of order in 0.1.28): the daemon's SIGILL while loading is read as a crash after the API's readiness; both readers call it failed",
+    "localai/1.x-fiber-2.44-compose-macos-intel-gpt4all-j-lazy-load-exit-137-ready": "every line followed by a blank one (a doubled-newline paste): Fiber's top border is no longer the line just before the line that names LocalAI, so readiness is taken at that second line",
+    "sglang/0.2.13-tp8-l4-mixtral-8x7b-silent-exit-during-warmup-failed": "the process exits with no error text: the only trace is multiprocessing's resource_tracker warning at shutdown, which both readers take as the cause",
+    "unknown/text-generation-webui-systemd-user-rocm-vega-llamacpp-phi2-home-3b-openai-ext-ready": "text-generation-webui loads through llama-cpp-python: its llama.cpp lines make it llama.cpp, whose rules know no Gradio URL as readiness",
+    "vllm/0.9.2-docker-whisper-large-v3-v0-fallback-tokenizer-class-mismatch-failed": "the engine logs the error (logger.exception) before the traceback; both readers take that ERROR line, bootwatch the traceback's exception line below with the same words",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
@@ -42,6 +47,11 @@ KNOWN_ENGINE_MISSES = {
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "mlx-openai-server loads through mlx_lm and is read as mlx_lm; the label calls it a uvicorn app",
     "sglang_router/2024-12-router-launch-worker-port-in-use-unhealthy-failed": "the router's launcher starts SGLang workers in its own process: every line of this one is a worker's (SGLang's format, TP ranks), and the router prints none before it fails",
     "tgi/launcher-env-disable-custom-kernels-invalid-value-true-failed": "clap's argument error names no engine; only the pasted shell command line ('$ text-generation-launcher --env') does, and command lines are evidence for `run` only",
+    "koboldcpp/1.42-windows-cuda-codellama-34b-gqa-attn-k-wrong-shape-exit-3-failed": "a KoboldCpp excerpt of llama.cpp's loader lines only: nothing in it names KoboldCpp",
+    "llamacpp/wrapper-banner-phi4-mini-log-disable-no-server-output-incomplete": "llama-server ran with --log-disable: only the user's wrapper banner, which names no engine",
+    "lmstudio/0.4.12-windows-gemma4-e4b-gguf-missing-tensor-model-load-failed": "an excerpt of the llama.cpp loader lines LM Studio runs: nothing in it names LM Studio",
+    "localai/v1.40.0-cublas-cuda12-compose-rebuild-grpc-server-absl-cmake-failed": "a CMake build's output in LocalAI's container: only the compose service name ('localai-api-1') names it",
+    "unknown/text-generation-webui-systemd-user-rocm-vega-llamacpp-phi2-home-3b-openai-ext-ready": "its llama.cpp loader lines (llama-cpp-python, in process) outweigh the web UI's few lines of its own",
 }
 
 

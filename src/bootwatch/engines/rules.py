@@ -76,6 +76,9 @@ class Rule:
     # recorded log confirms it
     tentative: bool = False
     proof: bool = False  # ready: the line proves a `tentative` ready line before it (serving numbers), else ready here
+    # ready: not readiness after an exception the launch raised before it (mlx_lm.server starts its HTTP server even
+    # when the model it loads first raised): that exception is the startup's failure
+    clean: bool = False
     traceback: bool = False  # benign: the line is logged with its exception; the traceback right below it is its
     first_only: bool = False  # launch: starts a launch only once per launch of its engine (a reload is not one)
     load: bool = False  # flag: the line begins a model load (after ready: the next ready line is that load's)
@@ -244,6 +247,7 @@ _RULE_KEYS: dict[str, type | tuple[type, ...]] = {
     "back": bool,
     "tentative": bool,
     "proof": bool,
+    "clean": bool,
     "traceback": bool,
     "fields": str,
     "cause": str,
@@ -365,6 +369,7 @@ def parse_rule_file(text: str, origin: str) -> tuple[str, list[str], EngineRules
                     back=bool(e.get("back", False)),
                     tentative=bool(e.get("tentative", False)),
                     proof=bool(e.get("proof", False)),
+                    clean=bool(e.get("clean", False)),
                     traceback=bool(e.get("traceback", False)),
                     message=e.get("message"),
                     weight=int(e.get("weight", 1)),

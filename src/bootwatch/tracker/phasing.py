@@ -16,7 +16,7 @@ from bootwatch.engines.rules import Rule
 from bootwatch.lines import Line
 from bootwatch.tracker.context import LineContext
 from bootwatch.tracker.events import Event, PhaseEvent, ProgressEvent
-from bootwatch.tracker.evidence import cancel_candidates
+from bootwatch.tracker.evidence import cancel_candidates, mark_dying
 from bootwatch.tracker.launch import Launch
 from bootwatch.tracker.parts import Ready
 from bootwatch.tracker.phases import RANK, Phase
@@ -71,6 +71,8 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
         ctx.matched = True
         if launch.dying is not None:  # a ready line after the server started dying is not readiness
             return
+        if r.clean and _raised_before(tracker, launch, ctx):
+            return
         if r.tentative:
             if launch.tentative is None:
                 launch.tentative = (ctx.line, ctx.t, launch.last_log_t, r.message)
@@ -85,6 +87,21 @@ def readiness(tracker: Tracker, ctx: LineContext) -> None:
         else:
             mark_ready(launch, ctx.line, ctx.t, ctx.events, r.message)
         return
+
+
+def _raised_before(tracker: Tracker, launch: Launch, ctx: LineContext) -> bool:
+    """A `clean` ready line after an exception the launch did not survive: the server came up without what it
+    loads first, so it is dying of that exception, not ready."""
+    raised = [
+        c
+        for c in launch.candidates
+        if c.kind in ("traceback", "loose") and not c.cancelled and not c.wrapper and not c.termination
+    ]
+    if not raised:
+        return False
+    first = min(raised, key=lambda c: c.line_no)
+    mark_dying(tracker, launch, Line(first.line_no, first.text, first.text), ctx.t)
+    return True
 
 
 def _later_load(ctx: LineContext) -> None:
