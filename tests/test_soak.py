@@ -75,7 +75,8 @@ def one_run(i: int, seed: int, tmp: Path, env: dict[str, str]) -> Outcome:
     ]
     if r.random() < 0.5:
         server += ["--child", "bwtest-soak-child"]
-    extra = r.choice([[], ["--then", "sleep 0.3"], ["--keep", "--then", "true"]])
+    kept_mark = tmp / f"run{i}.then-done"
+    extra = r.choice([[], ["--then", "sleep 0.3"], ["--keep", "--then", f"touch {kept_mark}"]])
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [*BOOTWATCH, "run", "--log", str(log), "--json", "--timeout", "60", "--stall", "1h", *extra, "--", *server],
@@ -106,8 +107,10 @@ def one_run(i: int, seed: int, tmp: Path, env: dict[str, str]) -> Outcome:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         err += "\n[soak] bootwatch was still running 40 s after the server was killed"
-    kept = "--keep" in extra and proc.returncode == 0
-    if kept:  # --keep after a successful --then: the server runs on by design; the test stops it
+    # --keep after a successful --then: the server runs on by design; the test stops it. Its mark says --then ran to
+    # its end: a SIGKILL after that (before bootwatch exited) leaves the kept server running too, as it should.
+    kept = "--keep" in extra and (proc.returncode == 0 or kept_mark.exists())
+    if kept:
         for p in server_procs:
             with contextlib.suppress(OSError):
                 os.killpg(p.pid, signal.SIGTERM)
