@@ -23,7 +23,9 @@ import dataclasses
 import enum
 import os
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -449,6 +451,26 @@ class BackScan:
     hits: list[tuple[int, int]]  # (offset of the line's start, newlines from there to the end), ascending
 
 
+_SCAN_THREADS = 2
+
+
+def _blocks_back(f: Any, size: int, window: int) -> Iterator[tuple[int, bytes]]:
+    """The file's whole lines in blocks of about `window` bytes, from its end back: (offset of the block, its
+    bytes); (-1, b"") where a block holds no line start (a line longer than the window) or a NUL run."""
+    end = size
+    while end > 0:
+        begin = max(0, end - window)
+        f.seek(begin)
+        block = f.read(end - begin)
+        cut = 0 if begin == 0 else block.find(b"\n") + 1
+        seg = block[cut:]
+        if (cut == 0 and begin > 0) or (seg.find(b"\x00") >= 0 and b"\x00" * 8 in seg):  # memchr first
+            yield -1, b""
+            return
+        yield begin + cut, seg
+        end = begin + cut
+
+
 def scan_back(
     path: str | os.PathLike[str],
     marker: Any,
@@ -471,23 +493,25 @@ def scan_back(
     markers: list[int] = []
     found_back: list[tuple[int, int]] = []  # the hits, last first (the pass goes backwards): reversed once at the end
     after = 0  # newlines from `end` to the end of the file
-    with open(path, "rb") as f:
+    with open(path, "rb") as f, ThreadPoolExecutor(max_workers=_SCAN_THREADS) as pool:
         if sniff(f.read(4)) is not None:
             return None
-        end = size
-        while end > 0:
-            if markers and (len(markers) == 2 or end <= markers[0] - near):
+        # RE2 lets go of the GIL: the hits of the next blocks are found on the other cores while this thread counts
+        # the newlines of the one before them (which holds it)
+        ahead: deque[tuple[int, bytes, Future[list[int]]]] = deque()
+        blocks = _blocks_back(f, size, window)
+        while True:
+            while len(ahead) < _SCAN_THREADS + 1:
+                block = next(blocks, None)
+                if block is None:
+                    break
+                ahead.append((*block, pool.submit(line_starts, block[1])))
+            if not ahead:
                 break
-            begin = max(0, end - window)
-            f.seek(begin)
-            block = f.read(end - begin)
-            cut = 0 if begin == 0 else block.find(b"\n") + 1
-            if cut == 0 and begin > 0:
+            begin, seg, job = ahead.popleft()
+            if begin < 0:  # a line longer than the window, or NUL runs: the pass cannot stand for a forward read
                 return None
-            seg = block[cut:]
-            if seg.find(b"\x00") >= 0 and b"\x00" * 8 in seg:  # memchr first: most logs have no NUL at all
-                return None
-            found = line_starts(seg)
+            found = job.result()
             if len(found_back) + len(found) > max_hits:
                 return None
             below, pos = after, len(seg)
@@ -496,10 +520,13 @@ def scan_back(
                 pos = o
                 nl = seg.find(b"\n", o)
                 if marker.search(seg, o, len(seg) if nl < 0 else nl) is not None and len(markers) < 2:
-                    markers.append(begin + cut + o)
-                found_back.append((begin + cut + o, below))
+                    markers.append(begin + o)
+                found_back.append((begin + o, below))
             after = below + seg.count(b"\n", 0, pos)
-            end = begin + cut
+            if markers and (len(markers) == 2 or begin <= markers[0] - near):
+                break
+        for _, _, job in ahead:
+            job.cancel()
     start = 0
     if markers:
         start = markers[1] if len(markers) == 2 and markers[0] - markers[1] < near else markers[0]
