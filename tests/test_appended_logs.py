@@ -48,7 +48,9 @@ def test_a_nul_run_splits_two_writers_of_one_log(tmp_path: Path) -> None:
     s = report(tmp_path, first + second)
     assert s["verdict"] == "failed", s
     assert s["failure"]["text"] == BIND_FAIL.strip()
-    assert s["launch_start_line"] == 3  # the line the NULs run into
+    # After readiness the lines after a break are the ready server's own (a log truncated under it goes on) until
+    # one says another instance: its bind error begins that instance's launch
+    assert s["launch_start_line"] == 4
 
 
 def test_a_nul_run_after_a_failed_start_begins_a_fresh_launch(tmp_path: Path) -> None:
@@ -67,6 +69,39 @@ def test_lines_after_a_nul_run_that_say_nothing_of_a_launch_leave_the_launch_bef
     s = report(tmp_path, BIND_FAIL.encode() + b"\x00" * 4096 + "".join(GIN).encode())
     assert s["verdict"] == "failed" and s["failure"]["text"] == BIND_FAIL.strip(), s
     assert s["launches"] == 1 and s["launch_start_line"] == 1
+
+
+VLLM_READY = CORPUS / "vllm" / "v0.10.0-v1-no-prefix-qwen3-4b-modelscope-path-ready-serving.log"
+
+
+def test_a_ready_servers_log_truncated_under_it_goes_on_as_its_serving(tmp_path: Path) -> None:
+    # copytruncate under a server that writes without O_APPEND: its next lines land at its old offset, after NULs
+    text = VLLM_READY.read_bytes()
+    head, rest = text.split(b"Application startup complete.", 1)
+    head += b"Application startup complete." + rest.split(b"\n", 1)[0] + b"\n"
+    stats = [x for x in text.split(b"\n") if b"Avg prompt throughput" in x]
+    assert stats
+    from bootwatch.pipeline import Analyzer
+    from bootwatch.tracker import LaunchEvent
+
+    a = Analyzer(clock="arrival")
+    a.feed(head, now=1.0)
+    assert a.tracker.says(1.0).ready
+    events = a.feed(b"\x00" * 4096 + b"\n".join(stats) + b"\n", now=2.0)
+    assert not any(isinstance(e, LaunchEvent) for e in events)
+    assert a.tracker.says(2.0).ready and a.tracker.launches == 1
+    s = report(tmp_path, head + b"\x00" * 4096 + b"\n".join(stats) + b"\n")
+    assert s["verdict"] == "ready" and s["launches"] == 1, s
+    assert s["serving"] is not None and s["serving"]["samples"]["log"] >= len(stats), s["serving"]
+
+
+def test_live_the_launch_before_a_break_is_what_the_log_says_while_the_lines_after_say_nothing() -> None:
+    from bootwatch.pipeline import Analyzer
+
+    a = Analyzer(clock="arrival")
+    a.feed(BIND_FAIL.encode() + b"\x00" * 4096 + "".join(GIN).encode(), now=10.0)
+    says = a.tracker.says(10.5)
+    assert says.dying and not says.ready
 
 
 def test_live_the_death_before_the_nul_run_is_judged_and_no_launch_is_said_after_it() -> None:

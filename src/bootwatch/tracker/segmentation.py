@@ -29,9 +29,11 @@ def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> 
     if tracker.split_at is not None and line.no >= tracker.split_at:
         tracker.split_at = None
         cur = tracker.launch
-        if cur is not None and cur.start_line < line.no:
-            # Another writer's lines (copytruncate's, a second instance's): a launch once they say something of
-            # one; until then the launch before the break is the one judged (its bind error, its readiness).
+        if cur is not None and cur.start_line < line.no and cur.ready is None:
+            # Another writer's lines (a second instance's, an older daemon's): a launch once they say something of
+            # one; until then the launch before the break is the one judged (its bind error). After readiness the
+            # lines are the ready server's own, as a log truncated under it (copytruncate) goes on: a new instance
+            # still begins its launch by its banner, its bind error or its restart line.
             after = new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev, announce=False)
             after.after_split, tracker.before_split = True, cur
     if not hits and tracker.launch is not None:

@@ -108,7 +108,7 @@ class Tracker:
     def snapshot(self) -> list[Event]:
         """The current launch so far, as a few events: its phases, where the last one stands, facts and
         warnings (for a watcher that arrives while the server is already starting)."""
-        launch = self.launch
+        launch = self.judged()
         if launch is None:
             return []
         ev: list[Event] = []
@@ -135,9 +135,17 @@ class Tracker:
             ev.append(serving)  # serving already: its latest numbers
         return ev
 
+    def judged(self) -> Launch | None:
+        """The launch the log's story is about: the current one, or the one before a break in the log while the
+        lines after it have said nothing of a launch."""
+        launch = self.launch
+        if launch is not None and launch.after_split and self.before_split is not None:
+            return self.before_split
+        return launch
+
     def says(self, t: float) -> LogSays:
         """What the log says of the current launch, for the verdict machine."""
-        launch = self.launch
+        launch = self.judged()
         if launch is None:
             return LogSays.nothing(t)
         cur = launch.current
@@ -165,14 +173,15 @@ class Tracker:
 
     def decision(self) -> Decision:
         """What the log read so far decides on its own (report): ready or failed as it says, else incomplete."""
-        return log_decision(self.says(self.launch.last_t or 0.0 if self.launch else 0.0))
+        launch = self.judged()
+        return log_decision(self.says(launch.last_t or 0.0 if launch else 0.0))
 
     def summary(
         self, decision: Decision | None = None, live: LiveFacts | None = None, lines: int | None = None
     ) -> Summary:
         """The summary of the current launch: its facts, with the verdict machine's `decision` (default: the
         log's own, as `report` has nothing else to go by) and what a live watch saw beside the log."""
-        launch = self.launch
+        launch = self.judged()
         decision = decision or self.decision()
         counted = {} if lines is None else {"lines": lines}
         if launch is None:
@@ -188,7 +197,7 @@ class Tracker:
             details={
                 "engine_display": self.book.for_engine(launch.engine).display or launch.engine,
                 "engine_evidence": dict(launch.scores),
-                "launches": self.launches,
+                "launches": self.launches - (launch is not self.launch),  # an unsaid launch after a break is none
                 "exit": self.exit_info,
                 "launch_start_line": launch.start_line,
                 "server_ready": launch.server_ready.to_json() if launch.server_ready else None,
