@@ -70,8 +70,6 @@ class Launch:
     last_no: int = 0
     last_t: float | None = None
     last_log_t: float | None = None  # the log's own clock (last_t is the arrival time for a live analyzer)
-    # It began at a break in the log (a NUL run) and has said nothing of a launch yet: another writer's lines
-    after_split: bool = False
     caught_up: bool = False  # a watch read its start from the past at once, not as it was written
     last_line: str = ""  # the last meaningful line, for live views
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=6))

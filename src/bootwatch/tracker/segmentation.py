@@ -34,8 +34,8 @@ def segment(tracker: Tracker, line: Line, hits: list[Rule], ev: list[Event]) -> 
             # one; until then the launch before the break is the one judged (its bind error). After readiness the
             # lines are the ready server's own, as a log truncated under it (copytruncate) goes on: a new instance
             # still begins its launch by its banner, its bind error or its restart line.
-            after = new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev, announce=False)
-            after.after_split, tracker.before_split = True, cur
+            new_launch(tracker, line, tracker.forced or tracker.hinted or "unknown", ev, announce=False)
+            tracker.before_split = cur
     if not hits and tracker.launch is not None:
         return tracker.launch  # most lines: no rule matched, so no banner
     cur = tracker.launch
@@ -122,13 +122,12 @@ def new_launch(tracker: Tracker, line: Line, engine: str, ev: list[Event], annou
 def announce_after_split(tracker: Tracker, launch: Launch, ev: list[Event]) -> None:
     """The lines after a break in the log said something of a launch (a phase, readiness, a failure): it is one."""
     if launch.progressed:
-        launch.after_split, tracker.before_split = False, None
+        tracker.before_split = None
         ev.append(LaunchEvent(t=launch.start_t, line_no=launch.start_line, launch=tracker.launches))
 
 
 def back_before_split(tracker: Tracker) -> None:
     """The lines after the break never said anything of a launch: the launch before it is the log's."""
-    launch, before = tracker.launch, tracker.before_split
-    if launch is not None and launch.after_split and before is not None:
-        tracker.launch, tracker.before_split = before, None
+    if tracker.before_split is not None:
+        tracker.launch, tracker.before_split = tracker.before_split, None
         tracker.launches -= 1

@@ -84,9 +84,8 @@ def settle(tracker: Tracker, now: float, server_alive: bool | None) -> list[Even
 def exited(tracker: Tracker, code: int | None, signal: int | None, reason: str | None) -> list[Event]:
     """See `Tracker.exited`."""
     ev: list[Event] = []
-    back_before_split(
-        tracker
-    )  # lines after a break that said nothing of a launch: the server's end is the one before's
+    # lines after a break that said nothing of a launch: the server's end is the launch before it's
+    back_before_split(tracker)
     launch = tracker.launch
     if launch is None:
         # It died before printing anything a rule looks at (or anything at all): still a launch that failed.

@@ -42,7 +42,9 @@ class Tracker:
         self.forced = engine
         self.hinted: str | None = None  # the engine its command line starts (`run`), until a line names one
         self.split_at: int | None = None  # a line from which on the log is another launch's (after a NUL run)
-        self.before_split: Launch | None = None  # the launch before that break, while the one after says nothing
+        # The launch before that break while the current one, begun at it, has said nothing of a launch (another
+        # writer's lines): the one the log's story is about until then
+        self.before_split: Launch | None = None
         self.grace_s = grace_s
         self.quiet_fail_s = quiet_fail_s
         self.fmt_engine = prefix_engines(book)  # prefix family -> the one engine that prints it
@@ -85,7 +87,7 @@ class Tracker:
             step(self, ctx)
             if ctx.consumed:
                 break
-        if ctx.launch.after_split:
+        if self.before_split is not None:
             announce_after_split(self, ctx.launch, events)
         return events
 
@@ -138,10 +140,7 @@ class Tracker:
     def judged(self) -> Launch | None:
         """The launch the log's story is about: the current one, or the one before a break in the log while the
         lines after it have said nothing of a launch."""
-        launch = self.launch
-        if launch is not None and launch.after_split and self.before_split is not None:
-            return self.before_split
-        return launch
+        return self.before_split or self.launch
 
     def says(self, t: float) -> LogSays:
         """What the log says of the current launch, for the verdict machine."""
