@@ -15,11 +15,9 @@ from .corpus_scoring import judge
 
 KNOWN_MISSES = {
     "ollama/journalctl-reverse-order-nfs-mkdir-mnt-llm-permission-denied-failed": "a journal printed newest first (journalctl -r): the daemon's launch line comes after its death",
-    "sglang/2025-02-multinode-3-gpus-qwen2-heads-not-divisible-by-tp-assertionerror-fragment": "a bare 'AssertionError' below its assert: bootwatch names the assert line (what failed), the label the exception line",
     "llamacpp/2026-docker-windows-powershell-80col-wrapped-tail20-gguf-missing": "lines hard-wrapped at 80 columns by a terminal: the cause is glued into the middle of another line",
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
-    "ollama/v0.1.32-2024-macos-metal-gin-debug-listening-then-llama2-load-json-runner-ready": "ready at the relayed runner's JSON 'HTTP server listening' (0.1.x has no 'llama runner started'); the convention names only that line, else the API's 'Listening on'",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
     "dynamo/2025-10-k8s-frontend-trtllm-gpt-oss-120b-endpoints-enabled-at-worker-ready-then-toggle-next-day-ready": "the frontend is ready at its bind by the rule and the corpus's earlier Dynamo label; both readers of G9 took the line where a worker's chat endpoints were enabled",
@@ -30,7 +28,6 @@ KNOWN_MISSES = {
     "ollama/0.1.21-no-avx-cpu-cuda-v11-ext-server-sigill-failed": "Ollama 0.1.x loads its model in process (no runner, no line that begins the load bootwatch knows: 'loading library' is C output, out of order in 0.1.28): the daemon's SIGILL while loading is read as a crash after the API's readiness; both readers call it failed",
     "localai/1.x-fiber-2.44-compose-macos-intel-gpt4all-j-lazy-load-exit-137-ready": "every line followed by a blank one (a doubled-newline paste): Fiber's top border is no longer the line just before the line that names LocalAI, so readiness is taken at that second line",
     "unknown/text-generation-webui-systemd-user-rocm-vega-llamacpp-phi2-home-3b-openai-ext-ready": "text-generation-webui loads through llama-cpp-python: its llama.cpp lines make it llama.cpp, whose rules know no Gradio URL as readiness",
-    "vllm/0.9.2-docker-whisper-large-v3-v0-fallback-tokenizer-class-mismatch-failed": "the engine logs the error (logger.exception) before the traceback; both readers take that ERROR line, bootwatch the traceback's exception line below with the same words",
 }
 KNOWN_ENGINE_MISSES = {
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",

@@ -107,6 +107,25 @@ def _said(text: str) -> str:
     return text.rstrip(": \t")
 
 
+def _logged_first(chosen: Candidate, live: list[Candidate]) -> Candidate:
+    """`logger.exception(e)` prints the exception's message as an error line, then the traceback that ends in
+    the same words: the log said why first there, and the exception line below is its detail."""
+    if chosen.kind != "traceback" or ": " not in chosen.text:
+        return chosen
+    said = chosen.text.split(": ", 1)[1].strip()
+    for c in live:
+        if (
+            c.kind == "errlevel"
+            and chosen.start_no - 2 <= c.line_no < chosen.start_no
+            and c.proc == chosen.proc
+            and c.text.strip() == said
+        ):
+            return Candidate(
+                c.line_no, c.text, c.proc, "traceback", c.line_no, chosen.category, chosen.context, detail=chosen.text
+            )
+    return chosen
+
+
 def _precise_detail(chosen: Candidate, live: list[Candidate]) -> Candidate:
     """A line that names the cause more precisely, printed just before or inside the chosen block, else just
     below its exception line, where a multi-line message goes on (a failed build's compiler output, Ascend
@@ -131,7 +150,7 @@ def choose(cands: list[Candidate]) -> Candidate | None:
     chosen = _by_tier(live) or _explaining_a_death(live)
     if chosen is None:
         return None
-    return _precise_detail(_complete_copy(chosen, live), live)
+    return _precise_detail(_logged_first(_complete_copy(chosen, live), live), live)
 
 
 def same_failure_procs(chosen: Candidate, cands: list[Candidate]) -> list[str]:
