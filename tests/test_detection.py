@@ -97,3 +97,30 @@ def test_a_bar_with_no_label_counts_the_phase_under_way(tmp_path: Path) -> None:
     s = analyze_path(log, engine="sglang")
     (graph,) = [p for p in s["phases"] if p["name"] == "cuda_graph"]
     assert (graph["n"], graph["total"], graph["progress"]) == (17, 34, 0.5)
+
+
+# A pasted terminal session (TGI issue: clap rejects the value before the launcher prints anything of its own).
+PROMPT_THEN_CLAP_ERROR = """\
+(text-generation-inference) tammosta@SEA-1801247735:~/text-generation-inference$ text-generation-launcher --env
+error: invalid value 'True' for '--disable-custom-kernels'
+  [possible values: true, false]
+"""
+
+
+def test_a_pasted_shell_prompt_names_the_engine_its_command_starts(tmp_path: Path) -> None:
+    s = report(tmp_path, PROMPT_THEN_CLAP_ERROR)
+    assert s["engine"] == "tgi" and s["verdict"] == "failed", s
+    assert s["failure"]["text"].startswith("error: invalid value 'True'")
+    # the same words without a prompt are an argument to something else: a program named in a comment is not evidence
+    s = report(tmp_path, PROMPT_THEN_CLAP_ERROR.replace("tammosta@SEA-1801247735:~/text-generation-inference$ ", "# "))
+    assert s["engine"] != "tgi", s
+
+
+def test_a_bare_hash_is_no_prompt(tmp_path: Path) -> None:
+    # vLLM's `# GPU blocks: …` and a comment begin with "# ": only user@host# is a root shell's prompt
+    import re
+
+    from bootwatch.engines.prefilter import SHELL_PROMPT
+
+    assert re.match(SHELL_PROMPT, "# vllm serve meta-llama/Llama-3-8B") is None
+    assert re.match(SHELL_PROMPT, "root@0a1b:/workspace# vllm serve x").group("command") == "vllm serve x"

@@ -14,8 +14,17 @@ from bootwatch.engines.pattern import UNANCHORED as _UNANCHORED
 from bootwatch.engines.rules import RuleBook, compile_pattern
 from bootwatch.errors import UsageError
 
+# A command typed at a shell prompt and pasted with its output: bash's `user@host:dir$ `, a bare `$ `, a conda
+# env's `(env) ` before either, PowerShell's `PS C:\dir> `, cmd.exe's `C:\dir>`. A `#` prompt only with its
+# user@host: a bare `# ` begins a comment or a count (vLLM's `# GPU blocks: …`).
+SHELL_PROMPT = (
+    r"^(?:\([\w.\-]+\) ?)?"
+    r"(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*)?[$#] |\$ |PS [A-Za-z]:\\[^>]*> |[A-Za-z]:\\[^>]*>)(?P<command>\S.*)$"
+)
+
 # Structure that the tracker reads whatever the engine: traceback headers and exception-like lines.
 STRUCTURAL = (
+    SHELL_PROMPT,
     r"Traceback \(most recent call last\):",
     r"(?:^|\s|\]|\))[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Fault|Warning)(?::|[ \t\r]*$)",
     # Lines logged at error level, whatever their words: the explanation of a death no rule knows.

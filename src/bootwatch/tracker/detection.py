@@ -9,8 +9,10 @@ keeps that engine: other engines' lines are its children's.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
+from bootwatch.engines.prefilter import SHELL_PROMPT
 from bootwatch.engines.rules import Rule, RuleBook
 from bootwatch.lines import Line
 from bootwatch.tracker.context import LineContext
@@ -25,8 +27,10 @@ DETECT_REPEAT = 3  # times one detect rule counts in a launch
 FMT_MAX = 2  # evidence a prefix family can give at most
 FMT_MAX_OF = {"slog": 6}  # a Go server's slog records with their source files are Ollama's through and through
 TARGET_WEIGHT = 2  # a crate only one engine logs from outweighs the tracing format (TGI's, 1 a line)
+COMMAND_WEIGHT = 2  # the command a pasted shell prompt ran: what printed the lines below it, as a detect line says
 REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
 EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
+_PROMPT = re.compile(SHELL_PROMPT)
 
 
 def prefix_engines(book: RuleBook) -> dict[str, str]:
@@ -61,6 +65,8 @@ def detect(tracker: Tracker, ctx: LineContext) -> None:
         _weigh_target(tracker, launch, ctx.line.target)
     if ctx.hits:
         _weigh_detect_rules(tracker, launch, ctx.hits)
+    if ctx.line.fmt is None:
+        _weigh_command(tracker, launch, ctx.line)
     scores = launch.scores
     if launch.engine_by_banner and not _parent_outweighs(tracker, launch):
         return  # the launch began with this engine's own banner: other engines' lines are its children's
@@ -138,6 +144,17 @@ def _weigh_target(tracker: Tracker, launch: Launch, target: str) -> None:
     if engine is None:
         return
     _count(launch, "target " + crate, DETECT_REPEAT, engine, TARGET_WEIGHT)
+
+
+def _weigh_command(tracker: Tracker, launch: Launch, line: Line) -> None:
+    """A pasted shell prompt and the command it ran (`$ text-generation-launcher --env`): the program that printed
+    what follows, by the engines' `commands` patterns, the ones `run` knows its child by."""
+    m = _PROMPT.match(line.raw.lstrip())
+    if m is None:
+        return
+    engine = tracker.book.engine_of_command([m.group("command")])
+    if engine is not None:
+        _count(launch, "command " + engine, DETECT_REPEAT, engine, COMMAND_WEIGHT)
 
 
 def _count(launch: Launch, key: str, most: int, engine: str, weight: int) -> None:
