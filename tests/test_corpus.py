@@ -19,7 +19,6 @@ KNOWN_MISSES = {
     "sglang/v0.5.12-rtx3090-fp8-kv-triton-fp8e4nv-unsupported-tail-fragment": "a fragment that starts inside a traceback: the error quoted below Triton's CompilationError is not reached",
     "tgi/v1.3-py-tgi-wrapper-prefixed-ready-no-connected-line": "readiness is announced only by the user's own wrapper script",
     "sglang/ascend-k8s-nightly-qwen3-235b-w8a8-dp16-eagle-draft-graph-capture-reshapeandcache-setup-failed": "the first rank's error is glued onto a tqdm bar's line; the generic 'Inner error is reported as above' wrapper is chosen",
-    "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "SGLang's mini load balancer in SGLang's line format: SGLang's semantics keep uvicorn's readiness back, and a benchmark script's shell error is taken as the failure",
     "dynamo/2025-10-k8s-frontend-trtllm-gpt-oss-120b-endpoints-enabled-at-worker-ready-then-toggle-next-day-ready": "the frontend is ready at its bind by the rule and the corpus's earlier Dynamo label; both readers of G9 took the line where a worker's chat endpoints were enabled",
     "koboldcpp/koboldcpp-1.69-windows-cublas-dll-init-winerror-1114-transcribed-failed": "a transcribed screenshot: the first exception's line has a full-width colon and a misspelt traceback header, so the chained exception below it is taken",
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "the paste is cut two lines into the lifespan's traceback: no exception line and no 'Application startup failed' close it",
@@ -30,6 +29,10 @@ KNOWN_MISSES = {
     "unknown/text-generation-webui-systemd-user-rocm-vega-llamacpp-phi2-home-3b-openai-ext-ready": "text-generation-webui loads through llama-cpp-python: its llama.cpp lines make it llama.cpp, whose rules know no Gradio URL as readiness",
 }
 KNOWN_ENGINE_MISSES = {
+    "lmdeploy/2024-07-internvl2-26b-weight-placement-bars-stuck-before-output-weight-incomplete": "an excerpt of per-tensor placement bars (accelerate's `dev=` bars) only: nothing in it names LMDeploy",
+    "localai/v2.8.0-compose-ubuntu16.04-ec2-g3-pthread-create-operation-not-permitted-sigabrt-failed": "Go's runtime dies before LocalAI prints a line: only the compose service name ('llai-api-1') hints at it",
+    "ollama/slurm-srun-step-creation-disabled-nodes-busy-server-never-starts-incomplete": "three srun retry lines: Ollama never printed a line (the file's name, not its text, says whose it is)",
+    "uvicorn/llama-cpp-python-2024-04-ai-lab-recipes-make-build-mistral-7b-v0.1-container-uvicorn-8001-ready": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
     "ollama/rocm-dolphin3-llama31-8b-unable-to-allocate-rocm0-buffer-failed-excerpt": "an excerpt of the llama.cpp lines Ollama relays: nothing in it names Ollama",

@@ -80,6 +80,10 @@ def test_a_users_engine_can_be_forced_with_engine(tmp_path: Path) -> None:
         ("bash: line 1: trtllm-serve: command not found", "trtllm"),
         ("./start.sh: line 4: text-generation-launcher: command not found", "tgi"),
         ("dash: 1: vllm: not found", "vllm"),
+        # a path to the program that is not there (bash 5.2 and dash 0.5.12, here)
+        ("bash: /home/x/ollama/bin/ollama: No such file or directory", "ollama"),
+        ("/tmp/s.sh: line 2: /home/x/ollama/bin/ollama: No such file or directory", "ollama"),
+        ("dash: 1: /home/x/ollama/bin/ollama: not found", "ollama"),
         ("zsh:1: command not found: lmdeploy", "lmdeploy"),
         ("fish: Unknown command: ollama", "ollama"),
         ('exec: "llama-server": executable file not found in $PATH: unknown.', "llamacpp"),

@@ -10,6 +10,7 @@ together also form the prefilter that lets bootwatch skip uninteresting lines at
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
@@ -87,7 +88,7 @@ class Rule:
     restart: bool = False
     message: str | None = None  # warning: what to tell the user
     weight: int = 1  # detect: when several engines' signs are on one line, the heaviest wins
-    levels: tuple[str, ...] = ()  # only lines at these levels
+    levels: tuple[str, ...] = ()  # only lines at these levels ("-": a line with no level, printed bare)
     # stats: the numbers are read from the raw line with this pattern (TGI keeps them in the span, before the
     # message the pattern matches); None: from the pattern's own named groups
     fields: Pattern | None = None
@@ -449,7 +450,13 @@ def load_rulebook(extra: list[Path] | None = None) -> RuleBook:
     wordings = [t for _, er in parsed.values() for t in er.shell_not_found]
     for er in engines.values():
         if er.executables and wordings:
-            er.rules["detect"].append(_not_found_rule(er, wordings))
+            rule = _not_found_rule(er, wordings)
+            er.rules["detect"].append(rule)
+            # and the launch's failure, whatever else the wording says ("No such file or directory" is also what a
+            # missing data file gets; of the engine's own program it is the shell that could not start it)
+            er.rules["fatal"].append(
+                dataclasses.replace(rule, kind="fatal", role="cause", category="environment", weight=1)
+            )
     detect = [(n, r) for n, er in engines.items() for r in er["detect"] if n != "unknown"]
     launch = [(n, r) for n, er in engines.items() for r in er["launch"]]
     return RuleBook(engines, detect, launch)

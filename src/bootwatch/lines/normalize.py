@@ -12,7 +12,9 @@ from bootwatch.lines.prefixes import TABLE, parse_prefix
 # A tqdm bar that had no newline before the next log record: "…0/1 [00:00<?, ?it/s][2026-05-25 17:26:25 TP1] …".
 # Only its end is used, so the digits before the "/" are checked by a lookbehind: a pattern that starts with
 # a literal is searched for that literal first (the leading \d+ made `re` try every position: ~6 µs a line).
-_BAR_END = re.compile(r"/(?<=\d/)\d+ \[(?:\d|\?)[^\[\]]*\]")
+# Or hf-hub's indicatif bar (Rust: mistral.rs, TEI) whose last state ends "… 596 B/596 B 3.50 KiB/s (0s)": whatever
+# follows its ETA on the line was printed after it (the error that ended the download).
+_BAR_END = re.compile(r"/(?:(?<=\d/)\d+ \[(?:\d|\?)[^\[\]]*\]|(?P<rate>(?<=B/)s \((?:\d+[smhd])+\))(?=\S))")
 # Where a new record can start after a bar: a prefix formats.toml marks `glued` (SGLang's stamp, vLLM's process
 # tag or logger prefix, Python logging's, an ISO stamp).
 _RECORD_START = TABLE.glued
@@ -25,8 +27,7 @@ def split_glued(segment: str) -> list[str]:
         bar = _BAR_END.search(segment)
         if not bar:
             break
-        start = _RECORD_START.match(segment, bar.end())
-        if not start or bar.end() == 0:
+        if bar.group("rate") is None and not _RECORD_START.match(segment, bar.end()):
             break
         out.append(segment[: bar.end()])
         segment = segment[bar.end() :]

@@ -74,7 +74,7 @@ def judge(tracker: Tracker, launch: Launch, sel: dict[str, list[Rule]], line: Li
     """Failure evidence on this line: a fatal rule's, else (before readiness) a suspect or detail rule's,
     else what the line is by its shape or level (an exception line, a FATAL or ERROR record)."""
     for r in sel.get("fatal", ()):
-        if not r.levels or line.level in r.levels:
+        if not r.levels or (line.level or "-") in r.levels:  # "-": a line whose prefix names no level
             _fatal(tracker, launch, r, line, t)
             return True
     if launch.ready is not None:
