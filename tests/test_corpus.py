@@ -29,9 +29,7 @@ KNOWN_MISSES = {
     "unknown/text-generation-webui-systemd-user-rocm-vega-llamacpp-phi2-home-3b-openai-ext-ready": "text-generation-webui loads through llama-cpp-python: its llama.cpp lines make it llama.cpp, whose rules know no Gradio URL as readiness",
 }
 KNOWN_ENGINE_MISSES = {
-    "lmdeploy/2024-07-internvl2-26b-weight-placement-bars-stuck-before-output-weight-incomplete": "an excerpt of per-tensor placement bars (accelerate's `dev=` bars) only: nothing in it names LMDeploy",
     "localai/v2.8.0-compose-ubuntu16.04-ec2-g3-pthread-create-operation-not-permitted-sigabrt-failed": "Go's runtime dies before LocalAI prints a line: only the compose service name ('llai-api-1') hints at it",
-    "ollama/slurm-srun-step-creation-disabled-nodes-busy-server-never-starts-incomplete": "three srun retry lines: Ollama never printed a line (the file's name, not its text, says whose it is)",
     "uvicorn/llama-cpp-python-2024-04-ai-lab-recipes-make-build-mistral-7b-v0.1-container-uvicorn-8001-ready": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",
     "llamacpp/b3581-metal-macos-old-format-log-elided-during-load": "llama-server run on Ollama's model blobs: the blob paths outweigh the cut-short llama.cpp lines",
@@ -40,7 +38,6 @@ KNOWN_ENGINE_MISSES = {
     "vllm/nim-1.0-gke-l4-cloud-assist-log-view-cut-mid-engine-init-incomplete": "NIM 1.0 starts TensorRT-LLM's runtime before vLLM; the view is cut before vLLM's engine line",
     "sglang/v0.5.6-killed-right-after-launch-single-jit-line": "a single JIT line before the kill names no engine",
     "sglang_router/ascend-k8s-volcano-pd-minilb-python-router-uvicorn-ready-mmlu-gsm8k-ok": "the mini load balancer's lines are SGLang's: read as SGLang, not its router",
-    "ollama/wrapper-script-ollama-run-unknown-flag-port-one-line-failed": "one CLI error line ('Error: unknown flag: --port') that names no engine",
     "triton/v2.23.0-r22.06-custom-tensorrt-backend-bert-x3-hash-commented-output-ready": "every line commented out by the poster with '# ': no rule anchored at a message sees past it",
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "mlx-openai-server loads through mlx_lm and is read as mlx_lm; the label calls it a uvicorn app",
     "sglang_router/2024-12-router-launch-worker-port-in-use-unhealthy-failed": "the router's launcher starts SGLang workers in its own process: every line of this one is a worker's (SGLang's format, TP ranks), and the router prints none before it fails",
