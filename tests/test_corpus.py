@@ -44,7 +44,6 @@ KNOWN_ENGINE_MISSES = {
     "koboldcpp/1.42-windows-cuda-codellama-34b-gqa-attn-k-wrong-shape-exit-3-failed": "a KoboldCpp excerpt of llama.cpp's loader lines only: nothing in it names KoboldCpp",
     "llamacpp/wrapper-banner-phi4-mini-log-disable-no-server-output-incomplete": "llama-server ran with --log-disable: only the user's wrapper banner, which names no engine",
     "lmstudio/0.4.12-windows-gemma4-e4b-gguf-missing-tensor-model-load-failed": "an excerpt of the llama.cpp loader lines LM Studio runs: nothing in it names LM Studio",
-    "localai/v1.40.0-cublas-cuda12-compose-rebuild-grpc-server-absl-cmake-failed": "a CMake build's output in LocalAI's container: only the compose service name ('localai-api-1') names it",
     "unknown/text-generation-webui-systemd-user-rocm-vega-llamacpp-phi2-home-3b-openai-ext-ready": "its llama.cpp loader lines (llama-cpp-python, in process) outweigh the web UI's few lines of its own",
 }
 

@@ -124,3 +124,14 @@ def test_a_bare_hash_is_no_prompt(tmp_path: Path) -> None:
 
     assert re.match(SHELL_PROMPT, "# vllm serve meta-llama/Llama-3-8B") is None
     assert re.match(SHELL_PROMPT, "root@0a1b:/workspace# vllm serve x").group("command") == "vllm serve x"
+
+
+def test_a_compose_service_named_after_an_engine_is_its_least_evidence(tmp_path: Path) -> None:
+    # localai/v1.40.0-cublas-cuda12-compose-rebuild-grpc-server-absl-cmake-failed.log: a build's output, nothing else
+    build = "CMake Error at CMakeLists.txt:42 (find_package):\n"
+    s = report(tmp_path, "localai-api-1  | " + build)
+    assert s["engine"] == "localai", s
+    assert report(tmp_path, "web-1  | " + build)["engine"] == "unknown"
+    # the engine's own lines outweigh what its service was called
+    s = report(tmp_path, "localai-api-1  | " + SGLANG_QUIET_WARMUP_FAIL.replace("gke-node-1 | ", "localai-api-1  | "))
+    assert s["engine"] == "sglang", s

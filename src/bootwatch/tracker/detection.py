@@ -27,10 +27,14 @@ DETECT_REPEAT = 3  # times one detect rule counts in a launch
 FMT_MAX = 2  # evidence a prefix family can give at most
 FMT_MAX_OF = {"slog": 6}  # a Go server's slog records with their source files are Ollama's through and through
 TARGET_WEIGHT = 2  # a crate only one engine logs from outweighs the tracing format (TGI's, 1 a line)
+SERVICE_WEIGHT = (
+    1  # a compose service named after an engine ("localai-api-1  | "): what its user called it, the least of evidence
+)
 COMMAND_WEIGHT = 2  # the command a pasted shell prompt ran: what printed the lines below it, as a detect line says
 REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
 EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
 _PROMPT = re.compile(SHELL_PROMPT)
+_SERVICE = re.compile(r"([A-Za-z0-9][\w.\-]*?)(?:[-_]\d+)?\s+\| ?")  # docker compose's "service-1  | " (formats.toml)
 
 
 def prefix_engines(book: RuleBook) -> dict[str, str]:
@@ -67,6 +71,8 @@ def detect(tracker: Tracker, ctx: LineContext) -> None:
         _weigh_detect_rules(tracker, launch, ctx.hits)
     if ctx.line.fmt is None:
         _weigh_command(tracker, launch, ctx.line)
+    if ctx.line.raw.find(" | ", 0, 72) > 0:
+        _weigh_service(tracker, launch, ctx.line)
     scores = launch.scores
     if launch.engine_by_banner and not _parent_outweighs(tracker, launch):
         return  # the launch began with this engine's own banner: other engines' lines are its children's
@@ -155,6 +161,24 @@ def _weigh_command(tracker: Tracker, launch: Launch, line: Line) -> None:
     engine = tracker.book.engine_of_command([m.group("command")])
     if engine is not None:
         _count(launch, "command " + engine, DETECT_REPEAT, engine, COMMAND_WEIGHT)
+
+
+def _weigh_service(tracker: Tracker, launch: Launch, line: Line) -> None:
+    """docker compose's service name before the line, when a word of it (or two joined: "llama-cpp") is an engine's
+    name: "localai-api-1", "vllm-openai-1", "tgi-1". Outweighed by any line the engine prints itself."""
+    m = _SERVICE.match(line.raw)
+    if m is None:
+        return
+    words = [w for w in re.split(r"[-_.]", m.group(1).lower()) if w]
+    names = (
+        [a + b for a, b in zip(words, words[1:], strict=False)]
+        + [a + "_" + b for a, b in zip(words, words[1:], strict=False)]
+        + words
+    )
+    for name in names:  # two words first: "sglang-router" is the router's, not SGLang's
+        if name in tracker.book.engines and name != "unknown":
+            _count(launch, "service", 1, name, SERVICE_WEIGHT)
+            return
 
 
 def _count(launch: Launch, key: str, most: int, engine: str, weight: int) -> None:
