@@ -26,7 +26,6 @@ KNOWN_MISSES = {
     "sglang/0.4.3.post2-eagle-spec-awq-70b-tp2-cuda-graph-shape-mismatch-failed": "the poster's bold copy ('**RuntimeError: …**') of the error above the pasted traceback is the label's cause; bootwatch takes the same exception line inside the traceback",
     "ollama/0.1.21-no-avx-cpu-cuda-v11-ext-server-sigill-failed": "Ollama 0.1.x loads its model in process (no runner, no line that begins the load bootwatch knows: 'loading library' is C output, out of order in 0.1.28): the daemon's SIGILL while loading is read as a crash after the API's readiness; both readers call it failed",
     "localai/1.x-fiber-2.44-compose-macos-intel-gpt4all-j-lazy-load-exit-137-ready": "every line followed by a blank one (a doubled-newline paste): Fiber's top border is no longer the line just before the line that names LocalAI, so readiness is taken at that second line",
-    "unknown/text-generation-webui-systemd-user-rocm-vega-llamacpp-phi2-home-3b-openai-ext-ready": "text-generation-webui loads through llama-cpp-python: its llama.cpp lines make it llama.cpp, whose rules know no Gradio URL as readiness",
 }
 KNOWN_ENGINE_MISSES = {
     "localai/v2.8.0-compose-ubuntu16.04-ec2-g3-pthread-create-operation-not-permitted-sigabrt-failed": "Go's runtime dies before LocalAI prints a line: only the compose service name ('llai-api-1') hints at it",
