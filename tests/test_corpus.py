@@ -24,7 +24,6 @@ KNOWN_MISSES = {
     "uvicorn/mlx-openai-server-2025-07-internvl3-14b-vlm-model-type-internvl-chat-not-supported-lifespan-failed": "the paste is cut two lines into the lifespan's traceback: no exception line and no 'Application startup failed' close it",
     "mlx_lm/0.31.3-gemma4-unified-model-type-not-supported-failed": "a chained exception: both readers of G16 took the first (ModuleNotFoundError); bootwatch takes the ValueError mlx_lm raises while handling it, as the corpus's transformers label (sglang v0.5.8 glm_moe_dsa) does",
     "sglang/0.4.3.post2-eagle-spec-awq-70b-tp2-cuda-graph-shape-mismatch-failed": "the poster's bold copy ('**RuntimeError: …**') of the error above the pasted traceback is the label's cause; bootwatch takes the same exception line inside the traceback",
-    "ollama/0.1.21-no-avx-cpu-cuda-v11-ext-server-sigill-failed": "Ollama 0.1.x loads its model in process (no runner, no line that begins the load bootwatch knows: 'loading library' is C output, out of order in 0.1.28): the daemon's SIGILL while loading is read as a crash after the API's readiness; both readers call it failed",
     "localai/1.x-fiber-2.44-compose-macos-intel-gpt4all-j-lazy-load-exit-137-ready": "every line followed by a blank one (a doubled-newline paste): Fiber's top border is no longer the line just before the line that names LocalAI, so readiness is taken at that second line",
 }
 KNOWN_ENGINE_MISSES = {

@@ -33,3 +33,15 @@ def test_prefilter_finds_line_starts() -> None:
     )
     starts = pre.line_starts(data)
     assert [data[s:].split(b"\n")[0][:8] for s in starts] == [b"[2025-05", b"Tracebac"]
+
+
+def test_a_rule_that_ends_at_the_line_end_hits_a_crlf_line() -> None:
+    # ollama/0.1.21-no-avx-cpu-cuda-v11-ext-server-sigill-failed.log (Windows line endings): "…libext_server.so\r\n"
+    from bootwatch.engines import load_rulebook
+    from bootwatch.engines.prefilter import Prefilter
+
+    pf = Prefilter(load_rulebook())
+    line = b"loading library /tmp/ollama1758121582/cuda_v11/libext_server.so"
+    for end in (b"\n", b"\r\n"):
+        data = b"noise\n" + line + end + b"more noise\n"
+        assert pf.line_starts(data) == [6], end

@@ -37,7 +37,8 @@ def for_union(pattern: str, anchors: bool = False) -> str:
     classes) dropped, since in a rule it means the start of the message, which in the raw line comes after a
     prefix (dropping one only widens the prefilter, never narrows it); every group made non-capturing, since
     group names would clash across rules and captures make RE2 leave its DFA for a slower engine. `anchors`
-    keeps the anchors (a pattern written for the raw line; the rule book's set, matched on messages)."""
+    keeps the anchors (a pattern written for the raw line; the rule book's set, matched on messages). A `$` also
+    takes the \r of a CRLF line before it."""
     out = []
     i, in_class = 0, False
     while i < len(pattern):
@@ -66,6 +67,10 @@ def for_union(pattern: str, anchors: bool = False) -> str:
                 i = named.end()
                 continue
             out.append("(" if pattern[i + 1 : i + 2] == "?" else "(?:")
+        elif c == "$":
+            # a rule's end of message is the raw line's end before its \r in a log with CRLF endings (Windows,
+            # a container's pseudo-terminal): RE2's multi-line `$` is only the place before a \n
+            out.append("\r*$")
         elif c != "^" or anchors:
             out.append(c)
         i += 1
