@@ -27,6 +27,8 @@ KNOWN_MISSES = {
     "localai/1.x-fiber-2.44-compose-macos-intel-gpt4all-j-lazy-load-exit-137-ready": "every line followed by a blank one (a doubled-newline paste): Fiber's top border is no longer the line just before the line that names LocalAI, so readiness is taken at that second line",
 }
 KNOWN_ENGINE_MISSES = {
+    "koboldcpp/2026-linux-rocm-hybrid-gated-delta-net-model-warmup-fattn-ggml-assert-failed": "an excerpt of the llama.cpp library lines KoboldCpp runs: nothing in it names KoboldCpp",
+    "koboldcpp/rocm-fork-1.8x-arch-rx6800xt-hipvmm-tensors-offloaded-context-init-cut-incomplete": "an excerpt of llama.cpp's loader lines in the ROCm fork: nothing in it names KoboldCpp",
     "localai/v2.8.0-compose-ubuntu16.04-ec2-g3-pthread-create-operation-not-permitted-sigabrt-failed": "Go's runtime dies before LocalAI prints a line: only the compose service name ('llai-api-1') hints at it",
     "uvicorn/llama-cpp-python-2024-04-ai-lab-recipes-make-build-mistral-7b-v0.1-container-uvicorn-8001-ready": "llama-cpp-python's server embeds llama.cpp: its loader lines read as llama.cpp (readiness is uvicorn's bind either way)",
     "llamacpp/ik-llama-cpp-server-feb2025-15-gpus-deepseek-r1-q2k-mla-compute-buffer-cudamalloc-oom-free-invalid-pointer-fragment": "a fragment of ik_llama.cpp's context setup (llama_kv_cache_init, ggml_backend_cuda): nothing in it names llama.cpp strongly enough",

@@ -292,10 +292,11 @@ def parse_prefix(text: str, year: int) -> Prefix:
         return Prefix(record.message, record.t or wrap_t, record.level, None, "json", None, record.more)
     p = _parse_from(text, pos, year)
     if p.fmt is None and pos == 0 and first in " \t":
-        # A paste indented as a whole (a quote block, a markdown list item's two or three spaces): the prefix is
+        # A paste indented as a whole (a quote block, a markdown list item's two or three spaces; LM Studio's one space
+        # before each message below its time and level line): the prefix is
         # there after the indentation. Only taken when one is found, so that traceback frames keep theirs.
         lead = len(text) - len(text.lstrip(" \t"))
-        if lead >= 2:
+        if lead >= 1:
             q = parse_prefix(text[lead:], year)
             if q.fmt is not None:
                 return q

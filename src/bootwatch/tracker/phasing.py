@@ -203,6 +203,15 @@ def mark_ready(
 ) -> None:
     """`log_t`: the log's clock at `line` when it is an earlier line than the latest (a `back` rule's)."""
     log_t = launch.last_log_t if log_t is None else log_t
+    # a server that loads models on demand, up while a load is still under way (LM Studio loads one just in time as
+    # its API binds): that load's ready line is to come, and it is the one the user waits for
+    cur = launch.current
+    loading = (
+        cur is not None
+        and cur.name == "load_weights"
+        and cur.end_line is None
+        and any(r.load for r in launch.rules["flag"])
+    )
     launch.close_phase(line.no, t, log_t)
     launch.open_phase(Phase("ready", line.no, t, line.no, t, done=True, end_log_t=log_t), log_t)
     # The log says ready; the `ready` phase and event are the verdict machine's to emit once it accepts it
@@ -213,4 +222,6 @@ def mark_ready(
     if launch.first_only_seen:  # a model load's launch (Ollama): its first load
         launch.load_pending = False
         launch.loads, launch.last_load = 1, launch.ready
+    elif loading:
+        launch.load_pending = True
     cancel_candidates(launch, None, everything=True)
