@@ -314,3 +314,16 @@ def test_a_500_kb_exception_message_is_shown_capped_with_the_cut_said(tmp_path: 
         failure = json.loads(p.stdout.splitlines()[-1])["failure"]
         assert failure["text"].startswith("RuntimeError: xxx") and len(failure["text"]) <= SHOWN_MAX + 40
         assert failure["text"].endswith("the end of the message")
+
+
+def test_a_cut_line_never_keeps_half_a_secret() -> None:
+    # found by the property above: a 78 KB line of tokens, clipped in the middle of one, showed its rest without
+    # the "hf_" that lets redaction know it
+    from bootwatch.text.redact import redact
+    from bootwatch.tracker.parts import clip
+
+    line = " hf_S3CR3TaBcDeFgHiJkLmNoPqRsTuVwXyZ01 " * 2000
+    assert "S3CR3T" not in redact(clip(line))
+    one_word = "hf_" + "S3CR3T" * 4000
+    assert "S3CR3T" not in redact(clip(one_word)) and "characters cut" in clip(one_word)
+    assert clip("short") == "short"

@@ -8,6 +8,7 @@ failed verification, a cluster's node.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,14 +17,24 @@ from typing import Any
 # Longer, it keeps its start and its end (where an exception's message says what it is) and says what was cut.
 SHOWN_MAX = 8192
 _HEAD, _TAIL = 6000, 1500
+_WORD_END, _WORD_START = re.compile(r"\S+\Z"), re.compile(r"\A\S+")
+_KNOWABLE = 40  # characters of a word from which redaction can tell a secret (the shortest tokens it knows are shorter)
 
 
 def clip(text: str) -> str:
     """`text`, or its head and tail with the number of characters cut between them."""
     if len(text) <= SHOWN_MAX:
         return text
-    cut = len(text) - _HEAD - _TAIL
-    return f"{text[:_HEAD]} [... {cut:,} characters cut ...] {text[-_TAIL:]}"
+    head, tail = text[:_HEAD], text[-_TAIL:]
+    # A secret cut in two loses, in its second part, the prefix ("hf_", "sk-") by which redaction knows it: the part
+    # of a word the tail would begin with goes with the cut. The head keeps its last word's start (redaction knows a
+    # secret by it) unless that is too short to know, as a few characters of a token are.
+    if not text[-_TAIL - 1].isspace():
+        tail = _WORD_START.sub("", tail)
+    if not text[_HEAD].isspace() and (m := _WORD_END.search(head)) is not None and len(m.group()) < _KNOWABLE:
+        head = head[: m.start()]
+    cut = len(text) - len(head) - len(tail)
+    return f"{head} [... {cut:,} characters cut ...] {tail}"
 
 
 def _clip_all(texts: tuple[str, ...]) -> tuple[str, ...]:
