@@ -8,6 +8,7 @@ import re
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|←\[[0-9;]*m")
 _ANSI_BYTES = re.compile(_ANSI.pattern.encode())
 _DRAWN_ESC = "←["
+_DRAWN_ESC_BYTES = _DRAWN_ESC.encode()
 
 
 def strip_ansi(text: str) -> str:
@@ -15,4 +16,4 @@ def strip_ansi(text: str) -> str:
 
 
 def strip_ansi_bytes(data: bytes) -> bytes:
-    return _ANSI_BYTES.sub(b"", data) if b"\x1b" in data or _DRAWN_ESC.encode() in data else data
+    return _ANSI_BYTES.sub(b"", data) if b"\x1b" in data or _DRAWN_ESC_BYTES in data else data

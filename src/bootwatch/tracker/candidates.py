@@ -120,9 +120,7 @@ def _logged_first(chosen: Candidate, live: list[Candidate]) -> Candidate:
             and c.proc == chosen.proc
             and c.text.strip() == said
         ):
-            return Candidate(
-                c.line_no, c.text, c.proc, "traceback", c.line_no, chosen.category, chosen.context, detail=chosen.text
-            )
+            return _standing_for(chosen, c, "traceback")
     return chosen
 
 
@@ -138,10 +136,12 @@ def _precise_detail(chosen: Candidate, live: list[Candidate]) -> Candidate:
     near = before or after
     if not near:
         return chosen
-    c = near[0]
-    return Candidate(
-        c.line_no, c.text, c.proc, "detail", c.line_no, chosen.category, chosen.context, detail=chosen.text
-    )
+    return _standing_for(chosen, near[0], "detail")
+
+
+def _standing_for(chosen: Candidate, c: Candidate, kind: str) -> Candidate:
+    """`c`'s line as the cause, with what was chosen before it (its category, context and words) as its detail."""
+    return Candidate(c.line_no, c.text, c.proc, kind, c.line_no, chosen.category, chosen.context, detail=chosen.text)
 
 
 def choose(cands: list[Candidate]) -> Candidate | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from bootwatch.engines.prefilter import SHELL_PROMPT
 from bootwatch.engines.rules import Rule, RuleBook
 from bootwatch.lines import Line
+from bootwatch.lines.prefixes import TABLE
 from bootwatch.tracker.context import LineContext
 from bootwatch.tracker.evidence import judge
 from bootwatch.tracker.launch import Launch
@@ -34,7 +35,8 @@ COMMAND_WEIGHT = 2  # the command a pasted shell prompt ran: what printed the li
 REVOKE_WEIGHT = 2  # evidence of a known engine that overrules readiness read with generic rules
 EVIDENCE_KINDS = frozenset({"fatal", "suspect", "detail"})
 _PROMPT = re.compile(SHELL_PROMPT)
-_SERVICE = re.compile(r"([A-Za-z0-9][\w.\-]*?)(?:[-_]\d+)?\s+\| ?")  # docker compose's "service-1  | " (formats.toml)
+# docker compose's "service-1  | ", as formats.toml knows it
+_SERVICE = next(w.pattern for w in TABLE.wrappers if w.name == "compose")
 
 
 def prefix_engines(book: RuleBook) -> dict[str, str]:
@@ -169,7 +171,7 @@ def _weigh_service(tracker: Tracker, launch: Launch, line: Line) -> None:
     m = _SERVICE.match(line.raw)
     if m is None:
         return
-    words = [w for w in re.split(r"[-_.]", m.group(1).lower()) if w]
+    words = [w for w in re.split(r"[-_.]", m.group().split()[0].lower()) if w]
     names = (
         [a + b for a, b in zip(words, words[1:], strict=False)]
         + [a + "_" + b for a, b in zip(words, words[1:], strict=False)]
